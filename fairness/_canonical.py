@@ -1,0 +1,52 @@
+"""Canonical JSON and hashing, shared by suite hashes, content keys and manifests.
+
+Keys must not change when a number is written `0` instead of `0.0`, or when dict
+keys arrive in another order, so every hashed value passes through `canonical_json`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+
+def _canon(value: Any) -> Any:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        f = float(value)
+        if math.isnan(f) or math.isinf(f):
+            raise ValueError("cannot canonicalise a non-finite number")
+        # 0 and 0.0 (and 1 and 1.0) must hash alike: integral numbers become ints.
+        return int(f) if f.is_integer() else f
+    if isinstance(value, dict):
+        return {str(k): _canon(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canon(v) for v in value]
+    if hasattr(value, "model_dump"):
+        return _canon(value.model_dump(mode="json"))
+    raise TypeError(f"cannot canonicalise {type(value).__name__}")
+
+
+def canonical_json(value: Any) -> str:
+    """Compact JSON with sorted keys and integral floats written as ints."""
+    return json.dumps(_canon(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def sha256_json(value: Any) -> str:
+    return sha256_text(canonical_json(value))
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()

@@ -1,0 +1,46 @@
+"""Declarative decision rules: what the gate checks, written in the suite or a config file."""
+
+from __future__ import annotations
+
+import operator
+from typing import Callable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Statistic = Literal["worst_slice", "max_minus_min", "rate"]
+Scope = Literal["each_family", "overall"]
+Comparator = Literal[">", ">=", "<", "<="]
+
+COMPARATORS: dict[str, Callable[[float, float], bool]] = {
+    ">": operator.gt,
+    ">=": operator.ge,
+    "<": operator.lt,
+    "<=": operator.le,
+}
+
+
+class DecisionRule(BaseModel):
+    """Flag when `statistic(metric)` in `scope` compares to `threshold` with `comparator`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(min_length=1)
+    """Short name used in reports, annotations and JUnit test cases."""
+    metric: str
+    """A metric from the rubric, e.g. `stereotype_kw_rate`."""
+    statistic: Statistic = "worst_slice"
+    """`worst_slice`: the worst slice's value; `max_minus_min`: the gap; `rate`: the pooled value."""
+    scope: Scope = "each_family"
+    """`each_family`: checked per prompt family (fires if any family fires); `overall`: pooled."""
+    comparator: Comparator = ">"
+    threshold: float
+    rationale: str = ""
+    """Why this rule and threshold exist; printed in the card."""
+
+    def fires(self, value: float) -> bool:
+        return COMPARATORS[self.comparator](value, self.threshold)
+
+    def describe(self) -> str:
+        where = "in any prompt family" if self.scope == "each_family" else "overall"
+        stat = {"worst_slice": "worst-slice", "max_minus_min": "max−min gap of", "rate": "pooled"}[self.statistic]
+        return f"{stat} {self.metric} {self.comparator} {self.threshold:g} {where}"
