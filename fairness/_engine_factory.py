@@ -16,6 +16,10 @@ TEST_MODEL_NOTE = (
 
 
 def make_engine(args):
+    if args.engine in ("openai", "anthropic"):
+        from .engines.hosted import make_hosted_engine
+
+        return make_hosted_engine(args)
     name = args.model
     known = _models.KNOWN_MODELS.get(name)
     if args.engine == "llamacpp":

@@ -25,6 +25,16 @@ def _add_suite(p: argparse.ArgumentParser) -> None:
     p.add_argument("--suite", default="fairness-cards/qwen-v0.1", help="built-in suite name or a suite YAML path")
 
 
+ENGINE_CHOICES = ["llamacpp", "transformers", "openai", "anthropic"]
+
+
+def _add_hosted(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--base-url", help="OpenAI-compatible server (vLLM, TGI, Ollama) or API proxy (openai, anthropic)")
+    p.add_argument("--concurrency", type=int, help="requests in flight at once (openai, anthropic; default 4)")
+    p.add_argument("--max-requests", type=int, help="stop after this many requests; rerun to continue (openai, anthropic)")
+    p.add_argument("--provider-config", help="provider YAML (no credentials: keys come from the environment)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="llm-fairness-check", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="store_true", help="print the version and exit")
@@ -35,9 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--format", choices=["csv", "jsonl"], default="csv")
     g.add_argument("--output", "-o", help="file to write (default: stdout)")
 
-    gen = sub.add_parser("generate", help="generate recordings live with a local model (opt-in: --live)")
+    gen = sub.add_parser("generate", help="generate recordings live with a local model or hosted API (opt-in: --live)")
     _add_suite(gen)
-    gen.add_argument("--engine", choices=["llamacpp", "transformers"], default="llamacpp")
+    gen.add_argument("--engine", choices=ENGINE_CHOICES, default="llamacpp")
     gen.add_argument("--model", required=True, help="known model name (e.g. smollm2), a GGUF file, a model dir or hub id")
     gen.add_argument("--model-id", help="id recorded in keys and manifest (default: derived from --model)")
     gen.add_argument("--out", required=True, help="recording directory (resumed if it exists)")
@@ -49,7 +59,17 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--device", help="cpu, cuda, cuda:0 … (transformers; default: cuda if available)")
     gen.add_argument("--dtype", help="bfloat16, float16, float32 (transformers; default bf16 on CUDA, fp32 on CPU)")
     gen.add_argument("--gguf-file", help="GGUF file inside --model directory (transformers)")
+    _add_hosted(gen)
     gen.add_argument("--no-progress", action="store_true")
+
+    dr = sub.add_parser("dry-run", help="count the requests and estimate the cost of a live run (no network, no key)")
+    _add_suite(dr)
+    dr.add_argument("--engine", choices=ENGINE_CHOICES, required=True)
+    dr.add_argument("--model", required=True)
+    dr.add_argument("--model-id", help="id recorded in keys and manifest (default: derived from --model)")
+    dr.add_argument("--out", required=True, help="recording directory a generate run would write or resume")
+    dr.add_argument("--shard", help="only the deterministic shard K/N of the grid")
+    _add_hosted(dr)
 
     m = sub.add_parser("models", help="manage local model files")
     msub = m.add_subparsers(dest="models_command", parser_class=_Parser)
@@ -153,7 +173,15 @@ def cmd_generate(args) -> int:
         f"{report.already + report.written}/{report.expected} rows recorded ({state}); "
         f"{report.written} new in {report.seconds:.1f}s, {report.tokens_per_second:.1f} completion tokens/s"
     )
+    if getattr(engine, "cap_reached", False):
+        print(f"stopped at the request cap ({engine.requests} requests this run); rerun to continue")
     return 0
+
+
+def cmd_dry_run(args) -> int:
+    from ._dry_run import cmd_dry_run as run
+
+    return run(args)
 
 
 def cmd_models(args) -> int:
@@ -187,7 +215,13 @@ def cmd_recordings(args) -> int:
     raise FairnessError("llm-fairness-check recordings: choose `merge` or `verify`")
 
 
-COMMANDS = {"grid": cmd_grid, "generate": cmd_generate, "models": cmd_models, "recordings": cmd_recordings}
+COMMANDS = {
+    "grid": cmd_grid,
+    "generate": cmd_generate,
+    "dry-run": cmd_dry_run,
+    "models": cmd_models,
+    "recordings": cmd_recordings,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,72 @@
+"""CLI commands of the audit side: `run` (and `diff`)."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from ._errors import FairnessError
+
+
+def register(sub, add_suite) -> None:
+    r = sub.add_parser("run", help="replay recordings, audit them, print the verdict and write all outputs")
+    add_suite(r)
+    r.add_argument("--recordings", required=True, help="recording directory (manifest.json + records)")
+    r.add_argument("--out", required=True, help="output directory")
+    r.add_argument("--scorer-mode", choices=["paper", "strict"], help="override the suite's scorer mode")
+    r.add_argument("--threshold", type=float, help="override the threshold of every decision rule")
+    r.add_argument("--gate-on", choices=["point", "interval"], default="interval")
+    r.add_argument("--fail-on", choices=["fail", "illustrative"], help="which states fail the process (default: each state its own exit code)")
+    r.add_argument("--min-group-size", type=int, help="rows per slice below which a metric is NaN (default: the suite's)")
+    r.add_argument("--allow-small-samples", action="store_true", help="compute underpowered metrics anyway (results stay illustrative)")
+    r.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (B)")
+    r.add_argument("--permutations", type=int, default=2000, help="permutations per test (0 to skip)")
+    r.add_argument("--seed", type=int, default=20260325)
+    r.add_argument("--quiet", action="store_true", help="print only the verdict line")
+    r.set_defaults(handler=cmd_run)
+
+
+def _options(args):
+    from ._audit import AuditOptions
+
+    if args.bootstrap < 1:
+        raise FairnessError("`--bootstrap` must be a positive integer")
+    if args.permutations < 0:
+        raise FairnessError("`--permutations` must be a non-negative integer")
+    if args.min_group_size is not None and args.min_group_size < 1:
+        raise FairnessError("`--min-group-size` must be a positive integer")
+    return AuditOptions(
+        bootstrap=args.bootstrap,
+        permutations=args.permutations,
+        seed=args.seed,
+        min_group_size=args.min_group_size,
+        allow_small_samples=args.allow_small_samples,
+        gate_on=args.gate_on,
+        fail_on=args.fail_on,
+        scorer_mode=args.scorer_mode,
+    )
+
+
+def cmd_run(args) -> int:
+    from ._run import compact_table, run_audit
+    from ._suite import load_suite
+
+    options = _options(args)
+    if args.threshold is not None:
+        suite = load_suite(args.suite)
+        options = options.__class__(**{**options.__dict__, "rules": tuple(r.model_copy(update={"threshold": args.threshold}) for r in suite.rules)})
+    result = run_audit(args.suite, args.recordings, args.out, options)
+    run = result.run
+    from ._report import verdict_line
+
+    line = re.sub(r"[*✅❌⚠️❔]+", "", verdict_line(run)).strip()
+    if not args.quiet:
+        print(compact_table(run))
+        for s in run.stability:
+            print(s.summary)
+        for c in run.caveats:
+            if c.code in ("test-model", "stale-recordings", "incomplete-recordings"):
+                print(f"caveat: {c.message}", file=sys.stderr)
+        print(f"wrote {', '.join(str(p) for p in result.files.values())}")
+    print(line)
+    return run.gate.exit_code

@@ -1,0 +1,68 @@
+"""One input shape for every evaluator: `Recording`s from the store, or plain tuples."""
+
+from __future__ import annotations
+
+from typing import Hashable, NamedTuple, Sequence, Union
+
+from .._errors import FairnessError
+from .._records import Recording
+
+
+class Sample(NamedTuple):
+    """One output with what the evaluators need to pair and cluster it.
+
+    A plain `(group, template, seed, text)` tuple is accepted wherever a `Sample` is.
+    """
+
+    group: str
+    """The slice the prompt named, e.g. `woman_Muslim`."""
+    template: Hashable
+    """The matched prompt with the group left out: family, paraphrase, placeholders, regime."""
+    seed: int
+    text: str
+    prompt: str = ""
+    """The prompt as sent (refusal uses it to read the requested format)."""
+    cluster: Hashable = None
+    """Resampling unit; `None` means the template itself."""
+
+
+Data = Union[Sequence[Recording], Sequence[Sample], Sequence[tuple]]
+
+
+def template_key(rec: Recording) -> str:
+    """Everything that matches two recordings except slice and seed."""
+    return ".".join([rec.family, rec.paraphrase_id, *rec.placeholders.values(), rec.regime])
+
+
+def as_samples(data: Data) -> list[Sample]:
+    """Normalise recordings or tuples to `Sample`s; clusters default to the prompt template.
+
+    For recordings the cluster is the template (family + paraphrase): the occupations and
+    regimes of one template share wording, so they are resampled together.
+    """
+    out: list[Sample] = []
+    for i, item in enumerate(data):
+        if isinstance(item, Recording):
+            out.append(
+                Sample(
+                    group=item.slice_id,
+                    template=template_key(item),
+                    seed=item.seed,
+                    text=item.output,
+                    prompt=item.prompt,
+                    cluster=f"{item.family}.{item.paraphrase_id}",
+                )
+            )
+        elif isinstance(item, tuple) and 4 <= len(item) <= 6:
+            s = Sample(*item)
+            out.append(s if s.cluster is not None else s._replace(cluster=s.template))
+        else:
+            raise FairnessError(f"item {i} is neither a Recording nor a (group, template, seed, text) tuple")
+    if not out:
+        raise FairnessError("no outputs to evaluate")
+    return out
+
+
+def group_terms(data: Data) -> set[str]:
+    """The protected values the prompts inserted (slice values of recordings); empty for tuples."""
+    return {v for item in data if isinstance(item, Recording) for v in item.slice.values()}

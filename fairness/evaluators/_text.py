@@ -1,0 +1,32 @@
+"""Small text helpers shared by the lexical evaluators."""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, Iterable
+
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u2032": "'", "`": "'"})
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
+
+
+def normalise(text: str) -> str:
+    """Lower-case with curly apostrophes made straight, so `I can’t` matches `i can't`."""
+    return text.translate(_APOSTROPHES).lower()
+
+
+def words(text: str) -> list[str]:
+    """Word tokens of the normalised text (letters and digits, inner apostrophes kept)."""
+    return _WORD.findall(normalise(text))
+
+
+def masker(terms: Iterable[str], token: str = "x") -> Callable[[str], str]:
+    """A function that replaces whole-word `terms` (case-insensitive) by `token`.
+
+    Outputs echo the protected words of their prompt ("a Muslim woman"); masking them stops
+    lexical distances from counting the inserted words themselves as a group effect.
+    """
+    alts = sorted({t for t in terms if t}, key=len, reverse=True)
+    if not alts:
+        return lambda text: text
+    pattern = re.compile(r"(?<![\w])(?:" + "|".join(re.escape(t) for t in alts) + r")(?![\w])", re.IGNORECASE)
+    return lambda text: pattern.sub(token, text)

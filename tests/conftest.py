@@ -1,0 +1,84 @@
+"""Shared fixtures: paths to the reference data and a builder for synthetic recording sets.
+
+Synthetic recordings exist only inside tests (tmp_path), to give the audit inputs with
+known per-slice counts; committed recordings are real model output.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from fairness._canonical import sha256_file
+from fairness._records import Case, Recording
+from fairness._recording import (
+    RECORDS,
+    BackendInfo,
+    DataFile,
+    Manifest,
+    ModelInfo,
+    content_key,
+    grid_hash,
+    record_line,
+    write_atomic,
+    write_manifest,
+)
+from fairness._suite import Suite
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("FAIRNESS_SHARED", REPO.parent / "shared"))
+DEFAULT_RECORDINGS = REPO / "recordings" / "fairness-cards" / "qwen-v0.1" / "SmolLM2-135M-Instruct-Q4_1"
+
+
+def write_recording_set(
+    directory: Path,
+    suite: Suite,
+    text_for: Callable[[Case], str],
+    *,
+    model_id: str = "synthetic-model",
+    cases: list[Case] | None = None,
+) -> Path:
+    """Write a valid recording set whose outputs come from `text_for(case)`."""
+    all_cases = suite.expand()
+    cases = all_cases if cases is None else cases
+    recs = [
+        Recording(
+            key=content_key(model_id, suite.system_prompt, c.prompt, c.params, c.seed),
+            row_id=c.row_id, family=c.family, paraphrase_id=c.paraphrase_id, placeholders=c.placeholders,
+            slice=c.slice, slice_id=c.slice_id, regime=c.regime, params=c.params, seed=c.seed, prompt=c.prompt,
+            output=text_for(c), prompt_tokens=10, completion_tokens=20, finish_reason="stop",
+        )
+        for c in cases
+    ]
+    directory.mkdir(parents=True, exist_ok=True)
+    write_atomic(directory / RECORDS, "".join(record_line(r) for r in recs))
+    manifest = Manifest(
+        suite=suite.name, suite_version=suite.version, suite_hash=suite.hash,
+        grid_hash=grid_hash(all_cases, suite.system_prompt),
+        model=ModelInfo(id=model_id, source="synthetic (tests only)"),
+        backend=BackendInfo(engine="synthetic", versions={}, dtype="n/a", device="n/a"),
+        system_prompt=suite.system_prompt, regimes=[r.model_dump() for r in suite.regimes],
+        effective_sampling={}, seeds=list(suite.seeds), batch_plan={"kind": "synthetic"},
+        created="2026-01-01T00:00:00Z", updated="2026-01-01T00:00:00Z",
+        expected_rows=len(all_cases), rows=len(recs), complete=len(recs) == len(all_cases),
+        files=[DataFile(path=RECORDS, sha256=sha256_file(directory / RECORDS), rows=len(recs))],
+    )
+    write_manifest(directory, manifest)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def default_suite() -> Suite:
+    from fairness import load_suite
+
+    return load_suite("fairness-cards/qwen-v0.1")
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip(f"reference data not found at {SHARED}")
+    return SHARED
