@@ -171,6 +171,7 @@ def audit(
     mode = options.scorer_mode or suite.scorer.mode
     min_n = options.min_group_size if options.min_group_size is not None else suite.min_group_size
     rules = list(options.rules) if options.rules is not None else list(suite.rules)
+    rules = [r for r in rules if r.kind == "absolute"]  # regression rules need a base run: `diff`
     if scores is None:
         scores = score_texts([r.output for r in recordings], mode)  # type: ignore[arg-type]
     specs = list(METRICS.values())

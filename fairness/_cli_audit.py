@@ -24,6 +24,7 @@ def register(sub, add_suite) -> None:
     r.add_argument("--seed", type=int, default=20260325)
     r.add_argument("--quiet", action="store_true", help="print only the verdict line")
     r.set_defaults(handler=cmd_run)
+    register_diff(sub, add_suite)
 
 
 def _options(args):
@@ -70,3 +71,35 @@ def cmd_run(args) -> int:
         print(f"wrote {', '.join(str(p) for p in result.files.values())}")
     print(line)
     return run.gate.exit_code
+
+
+def register_diff(sub, add_suite) -> None:
+    d = sub.add_parser("diff", help="compare a base run with a head run: change per metric and family, with intervals")
+    d.add_argument("base", help="base run: an output directory of `run` (or its results.json)")
+    d.add_argument("head", help="head run: an output directory of `run` (or its results.json)")
+    add_suite(d)
+    d.add_argument("--out", help="directory for diff.json and diff.md")
+    d.add_argument("--bootstrap", type=int, default=2000)
+    d.add_argument("--seed", type=int, default=20260325)
+    d.set_defaults(handler=cmd_diff)
+
+
+def cmd_diff(args) -> int:
+    from pathlib import Path
+
+    from ._diff import diff_md, diff_runs
+    from ._recording import write_atomic
+    from ._suite import load_suite
+
+    if args.bootstrap < 1:
+        raise FairnessError("`--bootstrap` must be a positive integer")
+    rules = list(load_suite(args.suite).rules)
+    d = diff_runs(args.base, args.head, rules=rules, B=args.bootstrap, seed=args.seed)
+    md = diff_md(d)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        write_atomic(out / "diff.json", d.model_dump_json(indent=1) + "\n")
+        write_atomic(out / "diff.md", md)
+    print(md)
+    return d.exit_code

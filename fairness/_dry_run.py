@@ -109,9 +109,7 @@ def describe(run: DryRun, *, engine: str, model: str, out: Path, config: Provide
         f"{run.recorded} already recorded in `{out}`; {run.pending} to go",
     ]
     if run.manifest_model_id is not None and run.manifest_model_id != run.model_id:
-        lines.append(
-            f"warning: `{out}` holds recordings of model `{run.manifest_model_id}`; generate would refuse it"
-        )
+        lines.append(f"warning: `{out}` holds recordings of model `{run.manifest_model_id}`; generate would refuse it")
     if run.pending and config.max_requests_per_run is not None and config.max_requests_per_run < run.pending:
         lines.append(f"max_requests_per_run {config.max_requests_per_run} will stop this run early")
     lines.append(

@@ -34,6 +34,8 @@ from ._recording import (
 from ._suite import Suite
 
 LIVE_ENV = "FAIRNESS_ALLOW_LIVE"
+CHECKPOINT_SECONDS = 60.0
+"""How often a long run rewrites its manifest (a partial set stays valid and committable)."""
 
 
 def require_live_opt_in(flag: bool) -> None:
@@ -142,32 +144,9 @@ def generate(
 
     writer = RecordWriter(out / RECORDS, set(keys.values()))
     already = sum(1 for c in cases if keys[c.row_id] in writer.done)
-    bar = _Progress(len(cases), already, progress)
-    written = tokens = 0
-    t0 = time.monotonic()
-    try:
-        for batch in engine.plan(cases):
-            pending = [c for c in batch if keys[c.row_id] not in writer.done]
-            if not pending:
-                continue
-            if max_rows is not None and written >= max_rows:
-                break
-            completions = engine.generate(batch, suite.system_prompt)
-            recs = []
-            for case, comp in zip(batch, completions):
-                if keys[case.row_id] in writer.done:
-                    continue
-                recs.append(_record(case, comp, keys[case.row_id]))
-            if max_rows is not None:
-                recs = recs[: max_rows - written]
-            writer.append(recs)
-            written += len(recs)
-            tokens += sum(r.completion_tokens for r in recs)
-            bar.update(len(recs))
-    finally:
-        seconds = time.monotonic() - t0
-        writer.close()
-        bar.close()
+
+    def checkpoint() -> Manifest:
+        """Write the manifest for what is on disk now, so a partial set is always valid."""
         rows = len(writer.done)
         manifest = Manifest(
             suite=suite.name,
@@ -190,6 +169,40 @@ def generate(
             files=[DataFile(path=RECORDS, sha256=sha256_file(out / RECORDS), rows=rows)],
         )
         write_manifest(out, manifest)
+        return manifest
+
+    bar = _Progress(len(cases), already, progress)
+    written = tokens = 0
+    t0 = last_checkpoint = time.monotonic()
+    try:
+        for batch in engine.plan(cases):
+            pending = [c for c in batch if keys[c.row_id] not in writer.done]
+            if not pending:
+                continue
+            if max_rows is not None and written >= max_rows:
+                break
+            if getattr(engine, "independent_rows", False):
+                batch = pending  # rows do not affect each other: never re-request a finished one
+            completions = engine.generate(batch, suite.system_prompt)
+            recs = []
+            for case, comp in zip(batch, completions):
+                if keys[case.row_id] in writer.done:
+                    continue
+                recs.append(_record(case, comp, keys[case.row_id]))
+            if max_rows is not None:
+                recs = recs[: max_rows - written]
+            writer.append(recs)
+            written += len(recs)
+            tokens += sum(r.completion_tokens for r in recs)
+            bar.update(len(recs))
+            if time.monotonic() - last_checkpoint > CHECKPOINT_SECONDS:
+                checkpoint()
+                last_checkpoint = time.monotonic()
+    finally:
+        seconds = time.monotonic() - t0
+        writer.close()
+        bar.close()
+        manifest = checkpoint()
     return GenerateReport(written, already, len(cases), seconds, tokens, manifest.complete)
 
 

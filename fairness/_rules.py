@@ -36,11 +36,17 @@ class DecisionRule(BaseModel):
     threshold: float
     rationale: str = ""
     """Why this rule and threshold exist; printed in the card."""
+    kind: Literal["absolute", "regression"] = "absolute"
+    """`absolute`: checked on one run. `regression`: checked by `diff` on the change from the
+    base run, e.g. "worst-slice stereotype rate rose by more than 0.02, with 95% confidence"."""
 
     def fires(self, value: float) -> bool:
         return COMPARATORS[self.comparator](value, self.threshold)
 
     def describe(self) -> str:
+        if self.kind == "regression":
+            stat = {"worst_slice": "worst-slice", "max_minus_min": "max−min gap of", "rate": "pooled"}[self.statistic]
+            return f"{stat} {self.metric} changed by {self.comparator} {self.threshold:g} against the base run"
         where = "in any prompt family" if self.scope == "each_family" else "overall"
         stat = {"worst_slice": "worst-slice", "max_minus_min": "max−min gap of", "rate": "pooled"}[self.statistic]
         return f"{stat} {self.metric} {self.comparator} {self.threshold:g} {where}"

@@ -28,9 +28,13 @@ class AnthropicEngine(HostedEngine):
         try:
             import anthropic
         except ImportError:
-            raise FairnessError("the anthropic engine needs `anthropic`: pip install 'llm-fairness-check[hosted]'") from None
+            raise FairnessError(
+                "the anthropic engine needs `anthropic`: pip install 'llm-fairness-check[hosted]'"
+            ) from None
         self._error_types = (anthropic.APIStatusError, anthropic.APIConnectionError)
-        return anthropic.Anthropic(api_key=api_key, base_url=self.base_url, max_retries=0, timeout=self.config.timeout_s)
+        return anthropic.Anthropic(
+            api_key=api_key, base_url=self.base_url, max_retries=0, timeout=self.config.timeout_s
+        )
 
     @property
     def api_version(self) -> str | None:

@@ -23,8 +23,8 @@ from urllib.parse import urlparse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._errors import FairnessError
-from .._records import Case, SamplingParams
 from .._recording import ModelInfo
+from .._records import Case, SamplingParams
 from . import Completion
 from ._retry import Aborted, RetriesExhausted, RetryPolicy, Transient, call_with_retries, parse_retry_after
 
@@ -111,11 +111,14 @@ def _refuse_credentials(data: dict, source: str) -> None:
             raise FairnessError(f"`{source}`: key `{path}` looks like a credential; {_CREDENTIALS_ONLY_ENV}")
         if isinstance(value, str) and _CREDENTIAL_VALUE.search(value):
             raise FairnessError(f"`{source}`: `{path}` holds what looks like an API key; {_CREDENTIALS_ONLY_ENV}")
-    base_url = data.get("base_url")
-    if isinstance(base_url, str):
-        parsed = urlparse(base_url)
+    _refuse_url_credentials(data.get("base_url"), f"`{source}`: `base_url`")
+
+
+def _refuse_url_credentials(url: object, where: str) -> None:
+    if isinstance(url, str):
+        parsed = urlparse(url)
         if parsed.username or parsed.password or re.search(r"(key|token|secret)=", parsed.query, re.I):
-            raise FairnessError(f"`{source}`: `base_url` embeds credentials; {_CREDENTIALS_ONLY_ENV}")
+            raise FairnessError(f"{where} embeds credentials; {_CREDENTIALS_ONLY_ENV}")
 
 
 def _walk(node: Any, prefix: str = "", in_prices: bool = False):
@@ -145,6 +148,7 @@ def effective_config(args: Any) -> ProviderConfig:
         "max_requests_per_run": getattr(args, "max_requests", None),
     }
     overrides = {k: v for k, v in overrides.items() if v is not None}
+    _refuse_url_credentials(overrides.get("base_url"), "--base-url")
     try:
         return ProviderConfig.model_validate({**cfg.model_dump(), **overrides})
     except ValidationError as err:
@@ -160,7 +164,7 @@ def resolve_api_key(provider: str, cfg: ProviderConfig) -> str | None:
         return key
     if cfg.base_url:
         return None
-    raise FairnessError(f"set {env} in the environment: the {provider} engine reads {_CREDENTIALS_ONLY_ENV}")
+    raise FairnessError(f"set {env} in the environment for the {provider} engine ({_CREDENTIALS_ONLY_ENV})")
 
 
 # -- the engine -----------------------------------------------------------------------------
@@ -321,7 +325,7 @@ class HostedEngine:
 
     def _failure(self, todo: list[Case], futures: list[Future]) -> BaseException:
         """The first real failure in batch order, as a one-line, key-free error."""
-        for case, f in zip(todo, futures):
+        for case, f in zip(todo, futures, strict=True):
             exc = None if f.cancelled() else f.exception()
             if exc is None or isinstance(exc, Aborted):
                 continue
@@ -332,7 +336,8 @@ class HostedEngine:
         resume = "rows already recorded stay on disk; rerun the same command to resume"
         where = f"{self.name} ({self.model}) row `{case.row_id}`"
         if isinstance(exc, RetriesExhausted):
-            text = f"{where} failed after {exc.attempts} attempts ({self._describe(exc.last)}); {resume}"
+            attempts = f"{exc.attempts} attempt{'s' if exc.attempts != 1 else ''}"
+            text = f"{where} failed after {attempts} ({self._describe(exc.last)}); {resume}"
         elif isinstance(exc, MalformedResponse):
             text = f"{where}: malformed response from {self.base_url}: {exc}; {resume}"
         elif isinstance(exc, self._error_types) or _is_sdk_error(exc, self.sdk):
@@ -355,7 +360,10 @@ class HostedEngine:
         if status in (401, 403):
             return f" (check {self.config.api_key_env or KEY_ENV[self.name]})"
         if status in (400, 422):
-            return " (if the model rejects a sampling parameter, list the accepted ones under `sampling:` in --provider-config)"
+            return (
+                " (if the model rejects a sampling parameter, "
+                "list the ones it accepts under `sampling:` in --provider-config)"
+            )
         return ""
 
     def _mask(self, text: str) -> str:

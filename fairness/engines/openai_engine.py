@@ -61,7 +61,9 @@ def parse_chat_completion(res: Any) -> Completion:
         prompt_tokens, completion_tokens = int(usage.prompt_tokens), int(usage.completion_tokens)
         reason = choice.finish_reason
     except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
-        raise MalformedResponse(f"not a chat completion with choices[0].message and usage ({type(exc).__name__})") from None
+        raise MalformedResponse(
+            f"not a chat completion with choices[0].message and usage ({type(exc).__name__})"
+        ) from None
     if not isinstance(text, str):
         raise MalformedResponse("choices[0].message.content is not a string")
     return Completion(

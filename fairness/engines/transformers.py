@@ -90,6 +90,7 @@ class TransformersEngine:
         batch_size: int = 16,
         min_new_tokens: int = 0,
     ):
+        """`min_new_tokens` > 0 forbids EOS before that many tokens: for timing checks only (it is recorded)."""
         torch, transformers = _libs()
         _check_gguf_deps(gguf_file)
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -117,6 +118,14 @@ class TransformersEngine:
         self.model_defaults_dropped = _neutralise_model_defaults(model, self._tokenizer)
         self.device, self.dtype = str(model.device), str(model.dtype).removeprefix("torch.")
 
+    @property
+    def model(self) -> Any:
+        return self._model
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._tokenizer
+
     # -- manifest ------------------------------------------------------------------
     def backend_info(self) -> dict[str, Any]:
         torch, transformers = _libs()
@@ -128,7 +137,7 @@ class TransformersEngine:
     def _details(self) -> dict[str, Any]:
         torch = self._torch
         details = {
-            "source": Path(self.source).name if os.path.isabs(self.source) else self.source,
+            "source": "local directory" if os.path.isabs(self.source) else self.source,
             "gguf_file": self.gguf_file,
             "batch_size": self.batch_size,
             "padding_side": "left",
@@ -178,7 +187,7 @@ class TransformersEngine:
         if len({(c.regime, c.seed, c.params) for c in batch}) != 1:
             raise ValueError("a batch must share one regime and seed; use plan() to build batches")
         torch = self._torch
-        texts = [self._render(system_prompt, c.prompt) for c in batch]
+        texts = [self.chat_text(system_prompt, c.prompt) for c in batch]
         enc = self._tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self._model.device)
         config = self._generation_config(batch[0].params)
         torch.manual_seed(batch_seed(batch))
@@ -188,7 +197,8 @@ class TransformersEngine:
         prompt_lens = enc["attention_mask"].sum(dim=1).tolist()
         return [self._completion(ids, int(n), config.max_new_tokens) for ids, n in zip(new, prompt_lens)]
 
-    def _render(self, system_prompt: str, prompt: str) -> str:
+    def chat_text(self, system_prompt: str, prompt: str) -> str:
+        """The prompt as the model sees it: the tokenizer's chat template, ready for the reply."""
         messages = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [{"role": "user", "content": prompt}]
         return self._tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 

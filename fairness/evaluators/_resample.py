@@ -5,6 +5,11 @@ Outputs of one prompt template are correlated, so intervals resample whole clust
 sums, so one multinomial weight matrix `W` (resamples × clusters) turns per-cluster sums
 into resampled sums with a single matrix product: no Python loop over resamples, and all
 groups share the same draw (the resampling is paired across groups).
+
+Intervals are *expanded* percentile intervals (Hesterberg 2015): the percentile levels are
+widened as if for a t interval with `clusters − 1` degrees of freedom and the bootstrap's
+(C − 1)/C variance bias undone. A plain percentile interval covers 0.78–0.87 instead of
+0.95 with 6–20 clusters in our no-effect simulations; templates are few, so this matters.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from dataclasses import dataclass
 from typing import Hashable, Sequence
 
 import numpy as np
+from scipy import stats
 
 from .._errors import FairnessError
 
@@ -60,14 +66,15 @@ def weights(n_clusters: int, n_resamples: int, rng: np.random.Generator) -> np.n
 
 
 def percentile(distribution: np.ndarray, confidence: float, n_clusters: int) -> Interval:
-    """Percentile interval of a resampled statistic (NaN resamples dropped).
+    """Expanded percentile interval of a resampled statistic (NaN resamples dropped).
 
     Fewer than two clusters cannot show sampling variation, so the interval is NaN.
     """
     finite = distribution[np.isfinite(distribution)]
     if n_clusters < 2 or finite.size == 0:
         return Interval(float("nan"), float("nan"), confidence, int(distribution.size), n_clusters)
-    alpha = (1.0 - confidence) / 2.0
+    t = stats.t.ppf(0.5 + confidence / 2.0, df=n_clusters - 1)
+    alpha = float(stats.norm.cdf(-np.sqrt(n_clusters / (n_clusters - 1)) * t))
     low, high = np.quantile(finite, [alpha, 1.0 - alpha])
     return Interval(float(low), float(high), confidence, int(distribution.size), n_clusters)
 

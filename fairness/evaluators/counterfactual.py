@@ -48,6 +48,11 @@ from .sentiment import TextScorer, checked_scores, load_scorer
 
 Component = Literal["sentiment", "refusal", "length", "lexical"]
 COMPONENTS: tuple[Component, ...] = ("sentiment", "refusal", "length", "lexical")
+GENDERED_WORDS: tuple[str, ...] = (
+    "he", "she", "him", "her", "his", "hers", "himself", "herself", "mr", "mrs", "ms", "miss",
+    "man", "woman", "men", "women", "male", "female",
+)
+"""Masked too with `mask_gendered=True`: the pronouns a gender swap changes by construction."""
 
 
 @dataclass(frozen=True)
@@ -94,8 +99,8 @@ class CounterfactualReport:
 
 CAVEAT = (
     "Distances are lexical features (VADER sentiment, refusal cues, length, word overlap); an excess "
-    "shows that group changes these surface features beyond seed noise, not why. Pronouns and names "
-    "are not masked, so gendered pronouns alone raise the lexical excess."
+    "shows that group changes these surface features beyond seed noise, not why. Names, and pronouns "
+    "unless `mask_gendered`, are not masked, so they alone can raise the lexical excess."
 )
 
 
@@ -187,6 +192,7 @@ def counterfactual_divergence(
     components: Sequence[Component] = COMPONENTS,
     sentiment: TextScorer | str = "vader",
     mask_terms: Iterable[str] | None = None,
+    mask_gendered: bool = False,
     n_resamples: int = 2000,
     n_permutations: int = 999,
     confidence: float = 0.95,
@@ -200,6 +206,8 @@ def counterfactual_divergence(
         components: which distances to compute.
         sentiment: scorer for the sentiment component.
         mask_terms: words replaced before scoring; default the slice values of the recordings.
+        mask_gendered: also mask `GENDERED_WORDS`, so that a gender swap's pronouns are not
+            counted as a lexical effect.
         n_resamples: cluster-bootstrap resamples for the intervals.
         n_permutations: label permutations for the p-value (0 skips it: NaN).
         confidence: interval coverage.
@@ -219,13 +227,12 @@ def counterfactual_divergence(
     if n_permutations < 0:
         raise FairnessError("`n_permutations` must be a non-negative integer.")
     samples = as_samples(data)
-    terms = sorted(group_terms(data) if mask_terms is None else set(mask_terms))
+    terms = sorted((group_terms(data) if mask_terms is None else set(mask_terms)) | set(GENDERED_WORDS * mask_gendered))
     mask = masker(terms)
     texts = [mask(s.text) for s in samples]
 
     g_all, group_names = encode([s.group for s in samples])
-    strata, templates = _strata(samples, g_all)
-    idx, valid, groups, seeds, cluster_of = strata
+    idx, valid, groups, seeds, cluster_of = _strata(samples, g_all)
     diff_seed = (seeds[:, :, None] != seeds[:, None, :]) & valid[:, :, None] & valid[:, None, :]
     onehot = _onehot(groups, len(group_names))
 
@@ -283,7 +290,7 @@ def counterfactual_divergence(
     )
 
 
-def _strata(samples: list[Sample], g_all: np.ndarray):
+def _strata(samples: list[Sample], g_all: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:
     """Padded (strata, n) index, validity, group and seed arrays, and each stratum's cluster."""
     t_codes, templates = encode([s.template for s in samples])
     members: list[list[int]] = [[] for _ in templates]
@@ -304,7 +311,7 @@ def _strata(samples: list[Sample], g_all: np.ndarray):
         if len(cl) != 1:
             raise FairnessError(f"template `{templates[t]}` spans clusters {sorted(map(str, cl))}; a template must sit in one")
         cluster_of.append(cl.pop())
-    return (idx, valid, groups, seeds, cluster_of), templates
+    return idx, valid, groups, seeds, cluster_of
 
 
 def _pair_excess(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
