@@ -57,6 +57,8 @@ class AuditOptions:
     """None: the suite's rules."""
     interval_depth: int = 1
     """Scopes up to this depth (overall=0, family=1, family×regime=2 …) get intervals."""
+    incomplete: bool = False
+    """The recording set is declared incomplete: a pass can only be illustrative."""
 
 
 class _M(BaseModel):
@@ -148,6 +150,8 @@ class FairnessRun(_M):
     variance: dict[str, dict[str, float]]
     tests: dict[str, str]
     metrics: list[MetricResult]
+    evaluators: dict[str, Any] = Field(default_factory=dict)
+    """Peer-parity evaluators (counterfactual, refusal vs disclaimer, sentiment, toxicity, BBQ)."""
 
 
 def _f(x: Any) -> float | None:
@@ -232,10 +236,13 @@ def audit(
             )
 
     _add_permutation_tests(design, Y, specs, metric_results, options)
-    checks = _check_rules(rules, metric_results, design, min_n, options)
+    checks = _check_rules(rules, metric_results, [f.id for f in suite.families], min_n, options)
     states = [c.state for c in checks]
     state = overall_state(states) if rules else "undefined"
     reasons = [f"{c.rule} [{c.scope}]: {c.state} — {c.reason}" for c in checks if c.state != "pass"]
+    if options.incomplete and state == "pass":
+        state = "illustrative"
+        reasons.append(f"the recording set is incomplete ({len(recordings)}/{manifest.expected_rows} rows): a pass is only illustrative")
     if not rules:
         reasons = ["the suite defines no decision rules"]
     gate = Gate(state=state, exit_code=exit_code(state, options.fail_on), fail_on=options.fail_on, gate_on=options.gate_on, reasons=reasons)
@@ -324,13 +331,18 @@ def _rule_value(rule: DecisionRule, sr: ScopeResult) -> Estimate:
     return sr.pooled
 
 
-def _check_rules(rules: list[DecisionRule], results: dict[str, MetricResult], design: Design, min_n: int, options: AuditOptions) -> list[RuleCheck]:
+def _check_rules(rules: list[DecisionRule], results: dict[str, MetricResult], families: list[str], min_n: int, options: AuditOptions) -> list[RuleCheck]:
     checks = []
     for rule in rules:
         mr = results[rule.metric]
-        names = ["overall"] if rule.scope == "overall" else [f"family={f}" for f in design.factors["family"].levels]
+        names = ["overall"] if rule.scope == "overall" else [f"family={f}" for f in families]
         for name in names:
-            sr = mr.scopes[name]
+            sr = mr.scopes.get(name)
+            if sr is None:
+                checks.append(RuleCheck(rule=rule.id, scope=name, metric=rule.metric, statistic=rule.statistic, value=None,
+                                        interval=None, threshold=rule.threshold, comparator=rule.comparator, fired=False,
+                                        state="undefined", reason="no recorded rows in this scope", n=0))
+                continue
             est = _rule_value(rule, sr)
             underpowered = any(e.n is not None and e.n < min_n for e in sr.by_slice.values())
             value = est.value
@@ -361,13 +373,20 @@ def _family_table(suite: Suite, results: dict[str, MetricResult], checks: list[R
         scope = f"family={fam.id}"
         mine = [c for c in checks if c.scope == scope]
         decision = "flagged" if any(c.fired for c in mine) else "not-flagged"
+        if all(c.state == "undefined" for c in mine) and mine:
+            decision = "undefined"
+
+        def get(metric: str, stat: str) -> float | None:
+            sr = results[metric].scopes.get(scope)
+            return None if sr is None else getattr(sr, stat).value
+
         rows.append(
             FamilyRow(
                 family=fam.id,
                 name=fam.name,
-                worst_slice_stereotype=results["stereotype_kw_rate"].scopes[scope].worst_slice.value,
-                worst_slice_pilot_harm=results["pilot_harm_rate"].scopes[scope].worst_slice.value,
-                refusal_delta=results["refusal_or_deflection_rate"].scopes[scope].max_minus_min.value,
+                worst_slice_stereotype=get("stereotype_kw_rate", "worst_slice"),
+                worst_slice_pilot_harm=get("pilot_harm_rate", "worst_slice"),
+                refusal_delta=get("refusal_or_deflection_rate", "max_minus_min"),
                 decision=decision if mine else "no-rule",
                 state=overall_state([c.state for c in mine]) if mine else "undefined",
             )

@@ -22,7 +22,14 @@ def register(sub, add_suite) -> None:
     r.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (B)")
     r.add_argument("--permutations", type=int, default=2000, help="permutations per test (0 to skip)")
     r.add_argument("--seed", type=int, default=20260325)
+    r.add_argument("--evaluators", default="counterfactual,refusal,sentiment,toxicity",
+                   help="comma-separated peer-parity evaluators to run, or `none`")
+    r.add_argument("--bbq-recordings", help="recorded BBQ answers to score (e.g. recordings/bbq-sample/<model>)")
+    r.add_argument("--bbq-items", help="BBQ items JSONL the recordings answer (default: the shipped sample)")
+    r.add_argument("--allow-incomplete", action="store_true",
+                   help="audit the recorded rows of a set whose manifest declares it incomplete (a pass stays illustrative)")
     r.add_argument("--quiet", action="store_true", help="print only the verdict line")
+    r.add_argument("--junit", help="also write a JUnit XML report (one testcase per rule check) to this file")
     r.set_defaults(handler=cmd_run)
     register_diff(sub, add_suite)
 
@@ -56,8 +63,17 @@ def cmd_run(args) -> int:
     if args.threshold is not None:
         suite = load_suite(args.suite)
         options = options.__class__(**{**options.__dict__, "rules": tuple(r.model_copy(update={"threshold": args.threshold}) for r in suite.rules)})
-    result = run_audit(args.suite, args.recordings, args.out, options)
+    from ._peer import EVALUATORS
+
+    names = tuple(x.strip() for x in args.evaluators.split(",") if x.strip() and x.strip() != "none")
+    unknown = [x for x in names if x not in EVALUATORS]
+    if unknown:
+        raise FairnessError(f"`--evaluators`: unknown evaluator `{unknown[0]}` (choose from {', '.join(EVALUATORS)} or none)")
+    result = run_audit(args.suite, args.recordings, args.out, options, evaluators=names,
+                       bbq_dir=args.bbq_recordings, bbq_items=args.bbq_items, allow_incomplete=args.allow_incomplete)
     run = result.run
+    if getattr(args, "junit", None):
+        _write_junit(run, args.junit)
     from ._report import verdict_line
 
     line = re.sub(r"[*✅❌⚠️❔]+", "", verdict_line(run)).strip()
@@ -71,6 +87,19 @@ def cmd_run(args) -> int:
         print(f"wrote {', '.join(str(p) for p in result.files.values())}")
     print(line)
     return run.gate.exit_code
+
+
+def _write_junit(run, path: str) -> None:
+    """JUnit XML for CI test reporters; written after the audit's own outputs."""
+    from pathlib import Path
+
+    from ._junit import junit_xml
+    from ._recording import write_atomic
+
+    try:
+        write_atomic(Path(path), junit_xml(run.model_dump(mode="json")))
+    except OSError as exc:
+        raise FairnessError(f"cannot write --junit `{path}`: {exc.strerror or exc}") from None
 
 
 def register_diff(sub, add_suite) -> None:

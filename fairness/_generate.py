@@ -29,6 +29,7 @@ from ._recording import (
     grid_hash,
     read_manifest,
     today,
+    write_atomic,
     write_manifest,
 )
 from ._suite import Suite
@@ -132,11 +133,11 @@ def generate(
     if (out / MANIFEST).exists():
         old = read_manifest(out)
         for what, mine, theirs in [
-            ("suite", suite.hash, old.suite_hash),
-            ("grid", g_hash, old.grid_hash),
+            ("grid (prompts, params, seeds, system prompt)", g_hash, old.grid_hash),
             ("model id", model.id, old.model.id),
             ("engine", backend.engine, old.backend.engine),
             ("shard", shard_text, old.shard),
+            ("batch plan", engine.batch_plan(), old.batch_plan),
         ]:
             if mine != theirs:
                 raise FairnessError(f"`{out}` holds recordings with another {what} ({theirs}); use a fresh --out directory")
@@ -202,8 +203,20 @@ def generate(
         seconds = time.monotonic() - t0
         writer.close()
         bar.close()
+        if len(writer.done) == len(cases):
+            _canonical_order(out / RECORDS, [keys[c.row_id] for batch in engine.plan(cases) for c in batch])
         manifest = checkpoint()
     return GenerateReport(written, already, len(cases), seconds, tokens, manifest.complete)
+
+
+def _canonical_order(path: Path, plan_keys: list[str]) -> None:
+    """Rewrite a complete data file in plan order, so its bytes never depend on how often the
+    run was interrupted, sharded or resumed (a no-op for an uninterrupted run)."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    by_key = {Recording.model_validate_json(line).key: line for line in lines}
+    ordered = [by_key[k] for k in plan_keys]
+    if ordered != lines:
+        write_atomic(path, "".join(ordered))
 
 
 def _record(case: Case, comp: Any, key: str) -> Recording:

@@ -245,6 +245,12 @@ class ReplayProvider:
             out.append(rec)
         return out
 
+    def replay_available(self, cases: list[Case]) -> tuple[list[Case], list[Recording]]:
+        """The recorded subset of `cases` (for a set its manifest declares incomplete)."""
+        got = [(c, self.recordings.by_key.get(self.recordings.key_for(c))) for c in cases]
+        kept = [(c, r) for c, r in got if r is not None]
+        return [c for c, _ in kept], [r for _, r in kept]
+
     def _missing(self, case: Case) -> str:
         where = (
             f"family {case.family} {case.paraphrase_id}, "
@@ -327,8 +333,11 @@ class RecordWriter:
 # -- merging shards --------------------------------------------------------------------
 
 
-def merge_recordings(sources: list[Path], out: Path, cases: list[Case]) -> Manifest:
-    """Validate shard sets against one grid and write them as one set: no gaps, no duplicates."""
+def merge_recordings(sources: list[Path], out: Path, cases: list[Case], *, allow_gaps: bool = False) -> Manifest:
+    """Validate shard sets against one grid and write them as one set in grid order.
+
+    Duplicates are always an error; a gap is an error unless `allow_gaps`, which writes a
+    set its manifest declares incomplete (e.g. shards still running, to resume later)."""
     if not sources:
         raise FairnessError("`recordings merge` needs at least one source directory")
     sets = [RecordingSet(s) for s in sources]
@@ -351,6 +360,8 @@ def merge_recordings(sources: list[Path], out: Path, cases: list[Case]) -> Manif
     for c in cases:
         rec = merged.pop(key_of[c.row_id], None)
         if rec is None:
+            if allow_gaps:
+                continue
             raise FairnessError(f"merged recordings have a gap: row `{c.row_id}` is in no source")
         ordered.append(rec)
     if merged:
@@ -367,9 +378,11 @@ def merge_recordings(sources: list[Path], out: Path, cases: list[Case]) -> Manif
             "updated": today(),
             "expected_rows": len(cases),
             "rows": len(ordered),
-            "complete": True,
+            "complete": len(ordered) == len(cases),
             "files": [DataFile(path=RECORDS, sha256=sha256_file(out / RECORDS), rows=len(ordered))],
-            "batch_plan": {**first.batch_plan, "merged_from_shards": sorted(rs.manifest.shard or "?" for rs in sets)},
+            "backend": first.backend.model_copy(
+                update={"details": {**first.backend.details, "merged_from": sorted(rs.manifest.shard or "whole" for rs in sets)}}
+            ),
         }
     )
     write_manifest(out, manifest)

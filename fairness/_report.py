@@ -66,10 +66,10 @@ def family_table_md(run: FairnessRun) -> str:
     ph = _metric(run, "pilot_harm_rate")
     for row in run.families:
         scope = f"family={row.family}"
-        a = st.scopes[scope].worst_slice
-        b = ph.scopes[scope].worst_slice
+        a = st.scopes[scope].worst_slice if scope in st.scopes else None
+        b = ph.scopes[scope].worst_slice if scope in ph.scopes else None
         lines.append(
-            f"| {row.family} | {_fmt(row.worst_slice_stereotype)}{_ci(a.ci)} | {_fmt(row.worst_slice_pilot_harm)}{_ci(b.ci)} "
+            f"| {row.family} | {_fmt(row.worst_slice_stereotype)}{_ci(a.ci if a else None)} | {_fmt(row.worst_slice_pilot_harm)}{_ci(b.ci if b else None)} "
             f"| {_fmt(row.refusal_delta)} | {row.decision} | {ICONS[row.state]} {row.state} |"
         )
     return "\n".join(lines)
@@ -96,9 +96,10 @@ def worst_slices_md(run: FairnessRun) -> str:
 def mermaid_chart(run: FairnessRun, metric: str) -> str:
     m = _metric(run, metric)
     threshold = next((c.threshold for c in run.rules if c.metric == metric), None)
+    present = [f for f in run.families if f"family={f.family}" in m.scopes]
     values = [
         v.value
-        for f in run.families
+        for f in present
         for v in m.scopes[f"family={f.family}"].by_slice.values()
         if v.value is not None
     ]
@@ -110,13 +111,13 @@ def mermaid_chart(run: FairnessRun, metric: str) -> str:
         "    x-axis [" + ", ".join(f'"{s}"' for s in run.slices) + "]",
         f'    y-axis "{metric}" 0 --> {round(top * 1.15, 4)}',
     ]
-    for f in run.families:
+    for f in present:
         sr = m.scopes[f"family={f.family}"]
         lines.append("    bar [" + ", ".join(_fmt(sr.by_slice[s].value, 4) if sr.by_slice[s].value is not None else "0" for s in run.slices) + "]")
     if threshold is not None:
         lines.append("    line [" + ", ".join(str(threshold) for _ in run.slices) + "]")
     lines.append("```")
-    legend = "Bars, left to right within each slice: " + ", ".join(f.family for f in run.families)
+    legend = "Bars, left to right within each slice: " + ", ".join(f.family for f in present)
     if threshold is not None:
         legend += f"; the line is the threshold {threshold:g}."
     return "\n".join(lines) + "\n\n" + legend

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ._audit import AuditOptions, FairnessRun, audit
@@ -59,24 +59,50 @@ def transcripts_jsonl(run_cases, recordings, scores: ScoreTable) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_audit(suite_ref: str, recordings_dir: str | Path, out: str | Path, options: AuditOptions = AuditOptions()) -> RunOutputs:
+def run_audit(
+    suite_ref: str,
+    recordings_dir: str | Path,
+    out: str | Path,
+    options: AuditOptions = AuditOptions(),
+    *,
+    evaluators: tuple[str, ...] = (),
+    bbq_dir: str | Path | None = None,
+    bbq_items: str | Path | None = None,
+    allow_incomplete: bool = False,
+) -> RunOutputs:
     suite = load_suite(suite_ref)
     rdir = Path(recordings_dir)
     rs = RecordingSet(rdir)
     cases = suite.expand()
-    recs = ReplayProvider(rs, suite.system_prompt).replay(cases)
+    provider = ReplayProvider(rs, suite.system_prompt)
+    if allow_incomplete and not rs.manifest.complete:
+        cases, recs = provider.replay_available(cases)
+        if not recs:
+            raise FairnessError(f"recordings in `{rdir}` hold no row of this suite's grid")
+    else:
+        recs = provider.replay(cases)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise FairnessError(f"--out `{out}` exists and is not a directory")
+    options = replace(options, incomplete=not rs.manifest.complete)
     run, scores = audit(
         suite, cases, recs, rs.manifest, options,
         recordings_path=_display_path(rdir), manifest_sha256=sha256_file(rdir / MANIFEST),
     )
+    if evaluators or bbq_dir is not None:
+        from ._peer import run_evaluators
+
+        extra = run_evaluators(
+            recs, evaluators, bootstrap=options.bootstrap, seed=options.seed,
+            bbq_dir=Path(bbq_dir) if bbq_dir is not None else None,
+            bbq_items=Path(bbq_items) if bbq_items is not None else None,
+        )
+        run = run.model_copy(update={"evaluators": extra})
     c = card(run, suite)
     texts = {
         "results.json": results_json(run),
         "transcripts.jsonl": transcripts_jsonl(cases, recs, scores),
-        "summary.md": summary_md(run),
+        "summary.md": summary_md(run, extra_sections=[_peer_md(run)]),
         "card.yaml": card_yaml(c),
         "card.md": card_md(c),
     }
@@ -89,6 +115,14 @@ def run_audit(suite_ref: str, recordings_dir: str | Path, out: str | Path, optio
         write_atomic(out / name, text)
         files[name] = out / name
     return RunOutputs(run, suite, out, files)
+
+
+def _peer_md(run: FairnessRun) -> str:
+    if not run.evaluators:
+        return ""
+    from ._peer import evaluators_md
+
+    return evaluators_md(run.evaluators)
 
 
 def compact_table(run: FairnessRun) -> str:

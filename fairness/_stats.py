@@ -96,11 +96,12 @@ def scope_stats(design: Design, Y: np.ndarray, scope: Scope, specs: list[MetricS
     with np.errstate(invalid="ignore", divide="ignore"):
         boot = bT.reshape(B, S, M) / bN[:, :, None]
         boot_pooled = bT.reshape(B, S, M).sum(axis=1) / bN.sum(axis=1)[:, None]
-    se = np.nanstd(boot, axis=0, ddof=1) if C > 1 else np.full((S, M), np.nan)
-    pooled_se = np.nanstd(boot_pooled, axis=0, ddof=1) if C > 1 else np.full(M, np.nan)
+    inflate = math.sqrt(C / (C - 1)) if C > 1 else math.nan
+    se = np.nanstd(boot, axis=0, ddof=1) * inflate if C > 1 else np.full((S, M), np.nan)
+    pooled_se = np.nanstd(boot_pooled, axis=0, ddof=1) * inflate if C > 1 else np.full(M, np.nan)
     is_rate = np.array([s.kind == "rate" for s in specs])
-    n_eff = _effective_n(values, se, n[:, None], is_rate, pooled, pooled_se, n.sum())
-    pooled_n_eff = _effective_n(pooled[None], pooled_se[None], np.array([[n.sum()]]), is_rate, pooled, pooled_se, n.sum())[0]
+    n_eff = _effective_n(values, se, n[:, None], is_rate, pooled, pooled_se, n.sum(), C)
+    pooled_n_eff = _effective_n(pooled[None], pooled_se[None], np.array([[n.sum()]]), is_rate, pooled, pooled_se, n.sum(), C)[0]
     return ScopeStats(n, values, se, n_eff, pooled, pooled_se, pooled_n_eff, int(n.sum()))
 
 
@@ -108,11 +109,12 @@ def _stable_hash(text: str) -> int:
     return int.from_bytes(text.encode("utf-8")[:16].ljust(16, b"\0"), "little") % (2**63)
 
 
-def _effective_n(p, se, n, is_rate, pooled, pooled_se, n_pooled) -> np.ndarray:
+def _effective_n(p, se, n, is_rate, pooled, pooled_se, n_pooled, n_clusters: int) -> np.ndarray:
     """n / design effect, the design effect being bootstrap variance over binomial variance.
 
-    A slice whose observed rate is 0 or 1 has no within-slice variance to measure, so it
-    borrows the scope's pooled design effect; the design effect is never below 1.
+    A slice's own design effect rests on few events and is noisy (the coverage benchmark
+    shows it under-estimates), so the larger of it and the scope's pooled design effect is
+    used (the bootstrap SE already carries a √(C/(C−1)) small-sample correction); never below 1.
     """
     with np.errstate(invalid="ignore", divide="ignore"):
         binom = p * (1 - p) / n
@@ -120,8 +122,8 @@ def _effective_n(p, se, n, is_rate, pooled, pooled_se, n_pooled) -> np.ndarray:
         pooled_binom = pooled * (1 - pooled) / n_pooled
         pooled_deff = np.where(pooled_binom > 0, pooled_se**2 / pooled_binom, 1.0)
     pooled_deff = np.where(np.isfinite(pooled_deff), np.maximum(pooled_deff, 1.0), 1.0)
-    deff = np.where((binom > 0) & np.isfinite(deff), deff, np.broadcast_to(pooled_deff, deff.shape))
-    deff = np.maximum(deff, 1.0)
+    deff = np.where((binom > 0) & np.isfinite(deff), deff, 1.0)
+    deff = np.maximum(np.maximum(deff, np.broadcast_to(pooled_deff, deff.shape)), 1.0)
     return np.where(is_rate[None, :] if np.ndim(is_rate) else is_rate, n / deff, n)
 
 

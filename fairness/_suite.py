@@ -113,7 +113,9 @@ class Suite(_Strict):
 
     @property
     def hash(self) -> str:
-        return sha256_json(self.model_dump(mode="json"))
+        """sha256 of the suite's content; fields left at their defaults do not enter it, so a
+        new optional field in a later version does not change the hash of an existing suite."""
+        return sha256_json(self.model_dump(mode="json", exclude_defaults=True))
 
     def column_for(self, placeholder: str) -> str:
         spec = self.placeholders[placeholder]

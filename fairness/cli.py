@@ -86,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_suite(rm)
     rm.add_argument("sources", nargs="+")
     rm.add_argument("--out", required=True)
+    rm.add_argument("--allow-gaps", action="store_true", help="write an incomplete set (to resume generation into later)")
     rv = rsub.add_parser("verify", help="check a recording set's checksums and coverage of the grid")
     _add_suite(rv)
     rv.add_argument("directory")
@@ -204,8 +205,9 @@ def cmd_recordings(args) -> int:
     suite = load_suite(args.suite)
     cases = suite.expand()
     if args.recordings_command == "merge":
-        m = merge_recordings([Path(s) for s in args.sources], Path(args.out), cases)
-        print(f"merged {len(args.sources)} sets into `{args.out}`: {m.rows} rows, complete")
+        m = merge_recordings([Path(s) for s in args.sources], Path(args.out), cases, allow_gaps=args.allow_gaps)
+        state = "complete" if m.complete else f"incomplete, {m.expected_rows - m.rows} rows to go"
+        print(f"merged {len(args.sources)} sets into `{args.out}`: {m.rows} rows, {state}")
         return 0
     if args.recordings_command == "verify":
         rs = RecordingSet(args.directory)

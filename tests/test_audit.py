@@ -137,3 +137,25 @@ class TestBadInput:
     def test_bad_numbers(self, tmp_path, capsys, flag, value):
         assert main(["run", "--recordings", str(tmp_path), "--out", str(tmp_path / "o"), flag, value]) == 2
         assert f"`{flag}`" in capsys.readouterr().err
+
+
+class TestIncompleteRecordings:
+    @pytest.fixture()
+    def partial(self, tmp_path, default_suite):
+        cases = [c for c in default_suite.expand() if c.family in ("F1", "F2")]
+        return write_recording_set(tmp_path / "rec", default_suite, lambda c: "A capable professional.", cases=cases)
+
+    def test_missing_rows_are_bad_input_without_the_opt_in(self, partial, tmp_path, capsys):
+        assert main(["run", "--recordings", str(partial), "--out", str(tmp_path / "o")]) == 2
+        assert "no recording for row `F3.p1" in capsys.readouterr().err
+
+    def test_opt_in_audits_the_recorded_rows_and_never_passes_cleanly(self, partial, tmp_path, capsys):
+        code = main(["run", "--recordings", str(partial), "--out", str(tmp_path / "o"), "--allow-incomplete",
+                     "--bootstrap", "200", "--permutations", "0", "--evaluators", "none"])
+        data = json.loads((tmp_path / "o" / "results.json").read_text())
+        assert data["n_rows"] == 1600
+        states = {c["scope"]: c["state"] for c in data["rules"]}
+        assert states["family=F1"] == "pass" and states["family=F3"] == "undefined"
+        assert data["gate"]["state"] != "pass" and code in (3, 4)
+        assert any(c["code"] == "incomplete-recordings" for c in data["caveats"])
+        assert [f["decision"] for f in data["families"]] == ["not-flagged", "not-flagged", "undefined", "undefined"]

@@ -164,6 +164,7 @@ class TransformersEngine:
     def _processor_names(self, merged: Any) -> list[str] | None:
         """Names of the logits processors generate would build; None if this transformers' API differs."""
         try:
+            self._model._prepare_special_tokens(merged, kwargs_has_attention_mask=True, device="cpu")
             procs = self._model._get_logits_processor(generation_config=merged, input_ids_seq_length=1, device="cpu")
         except (TypeError, AttributeError):
             return None

@@ -1,0 +1,623 @@
+"""The GitHub Action under a simulated runner: inputs, outputs, summary, annotations,
+injection safety, JUnit, the sticky PR comment, and the lint tools on its YAML.
+
+The entrypoint runs as a subprocess with temporary GITHUB_OUTPUT / GITHUB_STEP_SUMMARY
+files, exactly as a runner would start it; its stdout is read back the way the runner
+reads workflow commands (honouring `::stop-commands::`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import yaml
+from conftest import DEFAULT_RECORDINGS, REPO, write_recording_set
+from paper_grid import paper_text_for
+
+from fairness import _action, _gha
+from fairness._junit import junit_xml
+from fairness._pr_comment import MARKER, CommentSkipped, comment_body, upsert_comment
+
+CLEAN = "A capable professional who communicates clearly."
+ALLOWED_COMMANDS = {"group", "endgroup", "error", "warning", "notice", "add-mask"}
+
+
+# -- a simulated runner ---------------------------------------------------------------
+
+
+def parse_output_file(text: str) -> dict[str, str]:
+    """Read $GITHUB_OUTPUT back: `name<<DELIM` … `DELIM` blocks and `name=value` lines."""
+    out: dict[str, str] = {}
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line:
+            i += 1
+            continue
+        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
+            name, delim = line.split("<<", 1)
+            end = lines.index(delim, i + 1)
+            out[name] = "\n".join(lines[i + 1 : end])
+            i = end + 1
+        else:
+            name, value = line.split("=", 1)
+            out[name] = value
+            i += 1
+    return out
+
+
+def _unescape(text: str) -> str:
+    return text.replace("%0D", "\r").replace("%0A", "\n").replace("%3A", ":").replace("%2C", ",").replace("%25", "%")
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    props: dict[str, str]
+    message: str
+
+
+def workflow_commands(stream: str) -> list[Command]:
+    """The commands a runner would act on: lines starting `::` after leading spaces,
+    ignoring everything between `::stop-commands::TOKEN` and `::TOKEN::`."""
+    stop: str | None = None
+    found = []
+    for raw in stream.splitlines():
+        line = raw.lstrip()
+        if stop is not None:
+            if line == f"::{stop}::":
+                stop = None
+            continue
+        m = re.match(r"^::([^\s:]+)(?: ([^:]*))?::(.*)$", line)
+        if not m:
+            assert not line.startswith("::"), f"malformed command line: {line!r}"
+            continue
+        name, props, message = m.group(1), m.group(2) or "", m.group(3)
+        if name == "stop-commands":
+            stop = message
+            continue
+        kv = dict(p.split("=", 1) for p in props.split(",") if p)
+        found.append(Command(name, {k: _unescape(v) for k, v in kv.items()}, _unescape(message)))
+    assert stop is None, "stop-commands was never resumed"
+    return found
+
+
+@dataclass
+class RunnerResult:
+    code: int
+    stdout: str
+    stderr: str
+    outputs: dict[str, str]
+    summary: str
+    commands: list[Command]
+
+    def named(self, name: str) -> list[Command]:
+        return [c for c in self.commands if c.name == name]
+
+
+def run_action(tmp_path: Path, inputs: dict[str, str], extra_env: dict[str, str] | None = None) -> RunnerResult:
+    """Start entrypoint.py the way the composite action's last step does."""
+    work = tmp_path / "workspace"
+    work.mkdir(exist_ok=True)
+    output, summary = tmp_path / "github_output", tmp_path / "step_summary"
+    output.touch()
+    summary.touch()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FAIRNESS_", "GITHUB_", "INPUT_")) and "proxy" not in k.lower()}
+    env.update(GITHUB_OUTPUT=str(output), GITHUB_STEP_SUMMARY=str(summary), GITHUB_ACTIONS="true", FAIRNESS_ACTION_PATH=str(REPO))
+    env.update({_action.ENV[name]: value for name, value in inputs.items()})
+    env.update(extra_env or {})
+    proc = subprocess.run([sys.executable, str(REPO / "entrypoint.py")], cwd=work, env=env, capture_output=True,
+                          text=True, check=False, timeout=300)
+    return RunnerResult(proc.returncode, proc.stdout, proc.stderr, parse_output_file(output.read_text()),
+                        summary.read_text(), workflow_commands(proc.stdout))
+
+
+def assert_inert(result: RunnerResult) -> None:
+    """Only our own commands reach the runner, and nothing on stderr looks like one."""
+    assert {c.name for c in result.commands} <= ALLOWED_COMMANDS, result.commands
+    assert not [ln for ln in result.stderr.splitlines() if ln.lstrip().startswith("::")]
+
+
+# -- recordings -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory, default_suite) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("action-recordings")
+    cases = default_suite.expand()
+    return {
+        "clean": write_recording_set(root / "clean", default_suite, lambda c: CLEAN),
+        "paper": write_recording_set(root / "paper", default_suite, paper_text_for(cases)),
+    }
+
+
+def _inputs(rec: Path, **more: str) -> dict[str, str]:
+    return {"recordings": str(rec), "out-dir": "fairness-out", "bootstrap": "100", **more}
+
+
+# -- end to end -----------------------------------------------------------------------
+
+
+class TestVerdicts:
+    def test_pass(self, tmp_path, recordings):
+        r = run_action(tmp_path, _inputs(recordings["clean"]))
+        assert r.code == 0, r.stdout
+        o = r.outputs
+        assert (o["gate-status"], o["passed"], o["exit-code"]) == ("pass", "true", "0")
+        slices = json.loads(o["worst-slices"])
+        assert [s["scope"] for s in slices] == ["family=F1", "family=F2", "family=F3", "family=F4"]
+        assert all(s["state"] == "pass" and s["worst_slice"] for s in slices)
+        for key in ("results-path", "card-path", "summary-path", "junit-path"):
+            assert Path(o[key]).is_file() and Path(o[key]).is_absolute()
+        assert Path(o["results-path"]).parent == tmp_path / "workspace" / "fairness-out"
+        assert "**PASS**" in r.summary and "| F2 |" in r.summary
+        assert not r.named("error")
+        assert_inert(r)
+
+    def test_fail_annotates_failed_rules(self, tmp_path, recordings):
+        r = run_action(tmp_path, _inputs(recordings["paper"]))
+        assert r.code == 1
+        assert (r.outputs["gate-status"], r.outputs["passed"], r.outputs["exit-code"]) == ("fail", "false", "1")
+        results = json.loads(Path(r.outputs["results-path"]).read_text())
+        failed = [c for c in results["rules"] if c["state"] == "fail"]
+        errors = r.named("error")
+        assert failed and len(errors) == len(failed) <= 10
+        assert errors[0].props["title"].startswith("Fairness rule stereotype-worst-slice failed [family=")
+        warnings = r.named("warning")
+        assert 0 < len(warnings) <= 10 and all(w.props["title"].startswith("Fairness caveat: ") for w in warnings)
+        assert "**FAIL**" in r.summary
+        assert_inert(r)
+
+    def test_illustrative_exits_3(self, tmp_path, recordings):
+        r = run_action(tmp_path, _inputs(recordings["paper"], threshold="0.2"))
+        assert r.code == 3
+        assert (r.outputs["gate-status"], r.outputs["passed"], r.outputs["exit-code"]) == ("illustrative", "false", "3")
+        assert not r.named("error")
+
+    def test_fail_on_fail_lets_illustrative_pass(self, tmp_path, recordings):
+        r = run_action(tmp_path, _inputs(recordings["paper"], threshold="0.2", **{"fail-on": "fail"}))
+        assert r.code == 0
+        assert (r.outputs["gate-status"], r.outputs["passed"], r.outputs["exit-code"]) == ("illustrative", "true", "0")
+
+    def test_junit_written_next_to_results(self, tmp_path, recordings):
+        r = run_action(tmp_path, _inputs(recordings["paper"]))
+        root = ET.parse(r.outputs["junit-path"]).getroot()
+        results = json.loads(Path(r.outputs["results-path"]).read_text())
+        states = [c["state"] for c in results["rules"]]
+        assert int(root.get("tests")) == len(states) == len(root.findall(".//testcase"))
+        assert int(root.get("failures")) == states.count("fail") == len(root.findall(".//failure"))
+        assert Path(r.outputs["junit-path"]).parent == Path(r.outputs["results-path"]).parent
+
+
+class TestBadInput:
+    @pytest.mark.parametrize("inputs", [
+        {"threshold": "abc"},
+        {"threshold": "nan"},
+        {"mode": "bogus"},
+        {"bootstrap": "0"},
+        {"min-group-size": "-3"},
+        {"fail-on": "always"},
+        {"comment-on-pr": "yes please"},
+        {"mode": "live"},  # live needs a model
+        {"recordings": "no/such/dir"},
+        {"suite": "no-such-suite"},
+    ])
+    def test_one_error_line_and_exit_2(self, tmp_path, recordings, inputs):
+        r = run_action(tmp_path, {**_inputs(recordings["clean"]), **inputs})
+        assert r.code == 2, r.stdout
+        assert len(r.named("error")) == 1 and r.named("error")[0].props["title"] == "llm-fairness-check: bad input"
+        assert (r.outputs["gate-status"], r.outputs["passed"], r.outputs["exit-code"]) == ("error", "false", "2")
+        assert_inert(r)
+
+
+class TestInjection:
+    def _payload(self, tmp_path: Path, tag: str) -> str:
+        return f"$(touch {tmp_path}/pwned-{tag}-a)`touch {tmp_path}/pwned-{tag}-b`;touch {tmp_path}/pwned-{tag}-c ::error::x"
+
+    def test_payload_in_paths_and_free_text_stays_inert(self, tmp_path, recordings):
+        payload = self._payload(tmp_path, "1")
+        r = run_action(tmp_path, _inputs(recordings["clean"], model=payload, provider=payload, **{"out-dir": f"out/{payload}"}))
+        assert r.code == 0, r.stdout
+        assert not list(tmp_path.glob("pwned-*"))
+        assert (tmp_path / "workspace" / "out" / payload / "results.json").is_file()  # a literal directory name
+        assert not [c for c in r.commands if c.message == "x" or c.name == "error"]
+        assert_inert(r)
+        assert r.outputs["results-path"].endswith(f"{payload}/results.json")
+
+    def test_payload_reaching_an_error_message_is_escaped(self, tmp_path, recordings):
+        payload = self._payload(tmp_path, "2")
+        r = run_action(tmp_path, _inputs(recordings["clean"], suite=payload))
+        assert r.code == 2
+        assert not list(tmp_path.glob("pwned-*"))
+        (err,) = r.named("error")
+        assert "::error::x" in err.message  # the payload is data inside our one error
+        assert_inert(r)
+
+    @pytest.mark.parametrize("name", ["suite", "recordings", "out-dir", "threshold", "model", "baseline"])
+    def test_newlines_are_rejected_without_echo(self, tmp_path, recordings, name):
+        r = run_action(tmp_path, {**_inputs(recordings["clean"]), name: f"ok\n::error::x\n$(touch {tmp_path}/pwned)"})
+        assert r.code == 2
+        assert not list(tmp_path.glob("pwned*"))
+        (err,) = r.named("error")
+        assert "line break" in err.message and "::error::x" not in r.stdout
+        assert_inert(r)
+
+    def test_workflow_commands_in_model_output_are_inert(self, tmp_path, default_suite):
+        rec = write_recording_set(tmp_path / "rec", default_suite, lambda c: "::error::from the model\n::add-mask::x")
+        r = run_action(tmp_path, _inputs(rec))
+        assert r.code == 0
+        assert not [c for c in r.commands if "from the model" in c.message or c.message == "x"]
+        assert_inert(r)
+
+    def test_secrets_are_masked_before_anything_else(self, tmp_path, recordings):
+        token, key = "ghs_0123456789abcdefSECRET", "sk-test-0123456789abcdef"
+        r = run_action(tmp_path, _inputs(recordings["clean"], **{"github-token": token}), {"OPENAI_API_KEY": key})
+        masks = [c.message for c in r.named("add-mask")]
+        assert token in masks and key in masks
+        first_other = next(i for i, c in enumerate(r.commands) if c.name != "add-mask")
+        assert all(c.name == "add-mask" for c in r.commands[:first_other])
+        assert r.stdout.count(token) == 1 and r.stdout.count(key) == 1  # only inside ::add-mask::
+
+
+class TestBaselineAndLive:
+    def test_baseline_diff_writes_diff_outputs(self, tmp_path, recordings):
+        (tmp_path / "base").mkdir()
+        base = run_action(tmp_path / "base", _inputs(recordings["paper"]))
+        r = run_action(tmp_path, _inputs(recordings["clean"], baseline=str(Path(base.outputs["results-path"]).parent)))
+        assert r.code == 0, r.stdout
+        assert r.outputs["diff-status"] in {"pass", "fail", "illustrative", "undefined"}
+        assert Path(r.outputs["diff-path"]).is_file()
+        assert "Base vs head" in r.summary
+
+    def test_missing_diff_command_is_skipped_with_a_notice(self, tmp_path, recordings, monkeypatch):
+        monkeypatch.setattr(_action, "_subcommands", dict)
+        monkeypatch.chdir(tmp_path)
+        out = io.StringIO()
+        env = {**_action_env(recordings["clean"]), "FAIRNESS_BASELINE": str(tmp_path)}
+        assert _action.main(env, out) == 0
+        cmds = workflow_commands(out.getvalue())
+        assert any(c.name == "notice" and "no `diff` command" in c.message for c in cmds)
+
+    def test_live_mode_generates_then_audits(self, tmp_path, default_suite, monkeypatch):
+        calls: list[list[str]] = []
+        real = _action.run_cli
+
+        def fake(argv: list[str]) -> int:
+            calls.append(argv)
+            if argv[0] == "generate":
+                write_recording_set(Path(argv[argv.index("--out") + 1]), default_suite, lambda c: CLEAN)
+                return 0
+            return real(argv)
+
+        monkeypatch.setattr(_action, "run_cli", fake)
+        monkeypatch.chdir(tmp_path)
+        env = {**_action_env(Path("unused")), "FAIRNESS_MODE": "live", "FAIRNESS_MODEL": "Qwen/Qwen2.5-7B-Instruct"}
+        assert _action.main(env, io.StringIO()) == 0
+        assert calls[0][:7] == ["generate", "--suite", "fairness-cards/qwen-v0.1", "--engine", "transformers", "--model", "Qwen/Qwen2.5-7B-Instruct"]
+        assert "--live" in calls[0] and calls[1][0] == "run"
+        assert calls[1][calls[1].index("--recordings") + 1] == str(Path("fairness-out") / "recordings")
+
+
+def _action_env(rec: Path) -> dict[str, str]:
+    return {"FAIRNESS_RECORDINGS": str(rec), "FAIRNESS_OUT_DIR": "fairness-out", "FAIRNESS_BOOTSTRAP": "50"}
+
+
+def test_default_recordings_resolve_inside_the_action_checkout(tmp_path, monkeypatch):
+    rel = _action.DEFAULT_RECORDINGS
+    action_path = tmp_path / "action"
+    (action_path / rel).mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert _action.resolve_recordings(rel, str(action_path)) == action_path / rel
+    (tmp_path / rel).mkdir(parents=True)
+    assert _action.resolve_recordings(rel, str(action_path)) == Path(rel)  # the workspace wins
+
+
+def test_committed_recordings_replay_through_the_action(tmp_path):
+    manifest = DEFAULT_RECORDINGS / "manifest.json"
+    if not manifest.is_file() or not json.loads(manifest.read_text()).get("complete"):
+        pytest.skip("the committed recordings are not complete yet")
+    r = run_action(tmp_path, {"bootstrap": "200"})  # every other input at its default
+    assert r.outputs["gate-status"] in {"pass", "fail", "illustrative", "undefined"}
+    assert Path(r.outputs["results-path"]).is_file()
+    json.loads(r.outputs["worst-slices"])
+
+
+# -- runner protocol ------------------------------------------------------------------
+
+
+class TestProtocol:
+    def test_escaping(self):
+        assert _gha.escape_data("50%\r\n::x") == "50%25%0D%0A::x"
+        assert _gha.escape_property("a:b,c%\n") == "a%3Ab%2Cc%25%0A"
+
+    def test_command_and_log_lines_cannot_inject(self):
+        out = io.StringIO()
+        _gha.command("warning", "m\n::error::x", out, title="t:1,2")
+        _gha.log("::error::y", out)
+        _gha.log("  ::error::z\n::error::w", out)
+        cmds = workflow_commands(out.getvalue())
+        assert cmds == [Command("warning", {"title": "t:1,2"}, "m\n::error::x")]
+
+    def test_outputs_round_trip_any_value(self, tmp_path):
+        path = tmp_path / "out"
+        values = {"a": "one", "multi": "line 1\nline 2\nghadelimiter_x\n", "empty": "", "json": '{"k": "v<<EOF"}'}
+        _gha.write_outputs(path, values)
+        assert parse_output_file(path.read_text()) == values
+
+    def test_step_summary_stays_under_1_mib(self, tmp_path):
+        path = tmp_path / "summary"
+        path.write_text("x" * (1024 * 1024 - 5000))
+        _gha.append_summary(path, "\n".join("y" * 100 for _ in range(2000)))
+        assert path.stat().st_size <= 1024 * 1024
+
+    def test_stop_commands_brackets_untrusted_output(self):
+        out = io.StringIO()
+        with _gha.stop_commands(out):
+            print("::error::inside")
+            print("::warning::err", file=sys.stderr)
+        assert "::error::inside" in out.getvalue() and "::warning::err" in out.getvalue()  # stderr folded in, in order
+        assert workflow_commands(out.getvalue()) == []
+
+
+# -- JUnit ----------------------------------------------------------------------------
+
+
+def _check(scope: str, state: str, **kw) -> dict:
+    return {"rule": "stereotype-worst-slice", "scope": scope, "metric": "stereotype_kw_rate", "statistic": "worst_slice",
+            "value": 0.1, "interval": [0.05, 0.2], "threshold": 0.05, "comparator": ">", "fired": state != "pass",
+            "state": state, "reason": kw.get("reason", f"{state} <&\"'>"), "worst_slice": "woman_Muslim", "n": 800}
+
+
+def test_junit_counts_and_escaping():
+    results = {"suite": {"name": "s"}, "recordings": {"model_id": "m<&>"}, "gate": {"state": "fail", "exit_code": 1},
+               "rules": [_check("family=F1", "fail"), _check("family=F2", "illustrative"),
+                         _check("family=F3", "undefined"), _check("family=F4", "pass"), _check("family=F5", "fail")]}
+    root = ET.fromstring(junit_xml(results).encode())
+    assert (root.get("tests"), root.get("failures"), root.get("skipped"), root.get("errors")) == ("5", "2", "2", "0")
+    cases = root.findall("./testsuite/testcase")
+    assert (cases[0].get("classname"), cases[0].get("name")) == ("stereotype-worst-slice", "family=F1")
+    assert len(root.findall(".//failure")) == 2 and len(root.findall(".//skipped")) == 2
+    assert cases[0].find("failure").get("message") == "fail <&\"'>"
+    assert cases[3].find("failure") is None and cases[3].find("skipped") is None
+
+
+def test_run_cli_writes_junit(tmp_path, recordings):
+    from fairness.cli import main
+
+    code = main(["run", "--recordings", str(recordings["paper"]), "--out", str(tmp_path / "o"), "--bootstrap", "50",
+                 "--permutations", "0", "--quiet", "--junit", str(tmp_path / "j" / "junit.xml")])
+    root = ET.parse(tmp_path / "j" / "junit.xml").getroot()
+    assert code == 1 and int(root.get("failures")) >= 1 and int(root.get("tests")) == 4
+
+
+# -- sticky PR comment ----------------------------------------------------------------
+
+
+class FakeGitHub:
+    """Issue comments of one repository, served on 127.0.0.1 with 2 comments a page."""
+
+    PAGE = 2
+
+    def __init__(self):
+        self.comments: list[dict] = []
+        self.calls: list[tuple[str, str]] = []
+        self.deny: dict[str, int] = {}
+        self.auth: set[str] = set()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _send(self, code: int, body, headers: dict[str, str] | None = None):
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _handle(self, method: str):
+                fake.calls.append((method, self.path))
+                fake.auth.add(self.headers.get("Authorization", ""))
+                if method in fake.deny:
+                    return self._send(fake.deny[method], {"message": "Resource not accessible by integration"})
+                url = urlsplit(self.path)
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"null")
+                if method == "GET" and url.path == "/repos/o/r/issues/7/comments":
+                    page = int(parse_qs(url.query).get("page", ["1"])[0])
+                    items = fake.comments[(page - 1) * fake.PAGE : page * fake.PAGE]
+                    more = len(fake.comments) > page * fake.PAGE
+                    link = {"Link": f'<{fake.url}/repos/o/r/issues/7/comments?per_page=100&page={page + 1}>; rel="next"'} if more else {}
+                    return self._send(200, items, link)
+                if method == "POST" and url.path == "/repos/o/r/issues/7/comments":
+                    fake.comments.append({"id": 100 + len(fake.comments), "body": body["body"]})
+                    return self._send(201, fake.comments[-1])
+                m = re.match(r"^/repos/o/r/issues/comments/(\d+)$", url.path)
+                if method == "PATCH" and m:
+                    c = next(c for c in fake.comments if c["id"] == int(m.group(1)))
+                    c["body"] = body["body"]
+                    return self._send(200, c)
+                return self._send(404, {"message": "Not Found"})
+
+            def do_GET(self):
+                self._handle("GET")
+
+            def do_POST(self):
+                self._handle("POST")
+
+            def do_PATCH(self):
+                self._handle("PATCH")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def github(tmp_path):
+    fake = FakeGitHub()
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"pull_request": {"number": 7}}))
+    env = {"GITHUB_API_URL": fake.url, "GITHUB_REPOSITORY": "o/r", "GITHUB_EVENT_PATH": str(event)}
+    yield fake, env
+    fake.close()
+
+
+class TestPRComment:
+    def test_create_then_update_in_place(self, github):
+        fake, env = github
+        fake.comments = [{"id": i, "body": f"other {i}"} for i in range(1, 4)]
+        assert upsert_comment("first", env, "tok") == "created"
+        assert upsert_comment("second", env, "tok") == "updated"  # found on page 2
+        ours = [c for c in fake.comments if MARKER in c["body"]]
+        assert len(fake.comments) == 4 and len(ours) == 1 and "second" in ours[0]["body"]
+        assert ("GET", "/repos/o/r/issues/7/comments?per_page=100&page=2") in fake.calls
+        assert [m for m, _ in fake.calls].count("PATCH") == 1 and fake.auth == {"Bearer tok"}
+
+    @pytest.mark.parametrize("method,status", [("POST", 403), ("GET", 403), ("GET", 404)])
+    def test_forbidden_is_skipped_with_a_notice(self, github, method, status):
+        fake, env = github
+        fake.deny[method] = status
+        with pytest.raises(CommentSkipped, match=str(status)):
+            upsert_comment("x", env, "tok")
+        out = io.StringIO()
+        inputs = _action.read_inputs({"FAIRNESS_COMMENT_ON_PR": "true", "FAIRNESS_GITHUB_TOKEN": "tok"})
+        _action._comment("x", inputs, env, out)
+        (cmd,) = workflow_commands(out.getvalue())
+        assert cmd.name == "notice" and "skipping the pull-request comment" in cmd.message
+
+    def test_not_a_pull_request(self, github, tmp_path):
+        _, env = github
+        (tmp_path / "push.json").write_text(json.dumps({"ref": "refs/heads/main"}))
+        with pytest.raises(CommentSkipped, match="not triggered by a pull request"):
+            upsert_comment("x", {**env, "GITHUB_EVENT_PATH": str(tmp_path / "push.json")}, "tok")
+
+    def test_long_bodies_are_cut_under_the_limit(self):
+        body = comment_body("\n".join("z" * 99 for _ in range(2000)))
+        assert body.startswith(MARKER) and len(body) <= 65536 and "truncated" in body
+
+    def test_entrypoint_posts_the_summary(self, tmp_path, recordings, github):
+        fake, env = github
+        r = run_action(tmp_path, _inputs(recordings["clean"], **{"comment-on-pr": "true", "github-token": "tok-123456789"}), env)
+        assert r.code == 0, r.stdout
+        (comment,) = fake.comments
+        assert comment["body"].startswith(MARKER) and "**PASS**" in comment["body"]
+
+
+# -- action.yml, workflows, Dockerfile ------------------------------------------------
+
+
+def _load(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def _steps(doc: dict) -> list[dict]:
+    if "runs" in doc:
+        return doc["runs"]["steps"]
+    return [s for job in doc["jobs"].values() for s in job.get("steps", [])]
+
+
+WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
+
+
+class TestActionYml:
+    def test_every_input_reaches_the_entrypoint_through_env(self):
+        doc = _load(REPO / "action.yml")
+        step = next(s for s in doc["runs"]["steps"] if s.get("id") == "fairness")
+        assert set(doc["inputs"]) == set(_action.ENV)
+        for name, var in _action.ENV.items():
+            assert step["env"][var] == f"${{{{ inputs.{name} }}}}", name
+        assert "entrypoint.py" in step["run"]
+
+    def test_outputs_map_to_the_entrypoint_step(self):
+        doc = _load(REPO / "action.yml")
+        for name, spec in doc["outputs"].items():
+            assert spec["value"] == f"${{{{ steps.fairness.outputs.{name} }}}}" and spec["description"]
+
+    def test_inputs_are_documented(self):
+        doc = _load(REPO / "action.yml")
+        assert all(spec.get("description") and "default" in spec for spec in doc["inputs"].values())
+        assert doc["inputs"]["mode"]["default"] == "replay" and doc["inputs"]["comment-on-pr"]["default"] == "false"
+
+    @pytest.mark.parametrize("path", [REPO / "action.yml", *WORKFLOWS], ids=lambda p: p.name)
+    def test_no_expression_in_any_run_script(self, path):
+        for step in _steps(_load(path)):
+            assert "${{" not in step.get("run", ""), step.get("name")
+
+    @pytest.mark.parametrize("path", [REPO / "action.yml", *WORKFLOWS], ids=lambda p: p.name)
+    def test_third_party_actions_pinned_by_sha(self, path):
+        for step in _steps(_load(path)):
+            uses = step.get("uses")
+            if uses and not uses.startswith("./"):
+                assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", uses), uses
+
+    @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+    def test_workflows_have_minimal_permissions(self, path):
+        doc = _load(path)
+        assert doc["permissions"] == {}
+        for job in doc["jobs"].values():
+            assert "permissions" in job
+            for step in job.get("steps", []):
+                if str(step.get("uses", "")).startswith("actions/checkout@"):
+                    assert step["with"]["persist-credentials"] is False
+
+
+class TestDockerfile:
+    def test_copied_paths_exist_and_are_not_ignored(self):
+        lines = (REPO / "Dockerfile").read_text().splitlines()
+        sources = [src for ln in lines if ln.startswith("COPY ") for src in ln.split()[1:-1] if not src.startswith("--")]
+        assert sources
+        allowed = [ln[1:].rstrip("/") for ln in (REPO / ".dockerignore").read_text().splitlines() if ln.startswith("!")]
+        for src in sources:
+            assert (REPO / src).exists(), src
+            assert src.rstrip("/") in allowed, f"{src} is excluded by .dockerignore"
+
+    def test_non_root_and_replay_by_default(self):
+        text = (REPO / "Dockerfile").read_text()
+        stages = re.findall(r"^FROM \S+ AS (\w+)", text, re.MULTILINE)
+        assert stages[-1] == "replay" and "live" in stages
+        assert re.search(r"^USER 10001", text, re.MULTILINE) and "entrypoint.py" in text
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if not path:
+        pytest.skip(f"`{name}` is not installed (pip install '.[test]')")
+    return path
+
+
+class TestLinters:
+    def test_actionlint(self):
+        proc = subprocess.run([_tool("actionlint")], cwd=REPO, capture_output=True, text=True, check=False, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    def test_zizmor(self):
+        proc = subprocess.run([_tool("zizmor"), "--offline", "--no-progress", "."], cwd=REPO, capture_output=True, text=True, check=False, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "No findings" in proc.stdout
+
+    def test_hadolint(self):
+        proc = subprocess.run([_tool("hadolint"), "Dockerfile"], cwd=REPO, capture_output=True, text=True, check=False, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
