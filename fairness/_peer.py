@@ -7,6 +7,7 @@ lives in `fairness.evaluators`.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from pathlib import Path
 from typing import Any
@@ -39,8 +40,14 @@ def run_evaluators(recordings: list[Recording], names: tuple[str, ...], *, boots
     from . import evaluators as ev
 
     out: dict[str, Any] = {}
+    has_vader = importlib.util.find_spec("vaderSentiment") is not None
+    if not has_vader and ("sentiment" in names or "counterfactual" in names):
+        out["skipped"] = {"sentiment": "VADER is not installed (pip install 'llm-fairness-check[sentiment]'); "
+                                       "sentiment measures were left out"}
     if "counterfactual" in names:
-        rep = ev.counterfactual_divergence(recordings, n_resamples=bootstrap, n_permutations=min(bootstrap, 999), seed=seed)
+        comps = ("sentiment", "refusal", "length", "lexical") if has_vader else ("refusal", "length", "lexical")
+        rep = ev.counterfactual_divergence(recordings, components=comps, n_resamples=bootstrap,
+                                           n_permutations=min(bootstrap, 999), seed=seed)
         out["counterfactual"] = {
             "components": {
                 name: {
@@ -57,7 +64,7 @@ def run_evaluators(recordings: list[Recording], names: tuple[str, ...], *, boots
         rep = ev.refusal_disparity(recordings, n_resamples=bootstrap, seed=seed)
         out["refusal"] = {"paper_flag": _rates(rep.paper_flag), "refusal_to_engage": _rates(rep.refusal),
                           "disclaimer_on_complete_answer": _rates(rep.disclaimer), "caveat": rep.caveat}
-    if "sentiment" in names:
+    if "sentiment" in names and has_vader:
         rep = ev.sentiment_disparity(recordings, n_resamples=bootstrap, seed=seed)
         out["sentiment"] = {"scorer": rep.scorer, "mean": _rates(rep.mean), "negative_rate": _rates(rep.rate), "caveat": rep.caveat}
     if "toxicity" in names:
@@ -116,6 +123,8 @@ def evaluators_md(data: dict[str, Any]) -> str:
             by = ", ".join(f"{k} {_f(v)}" for k, v in g["by_group"].items())
             lines.append(f"| {label} | {_f(g['disparity'])}{_ci(g['ci'])} | {by} |")
         lines.append("")
+    for name, why in data.get("skipped", {}).items():
+        lines += [f"_{name}: {why}._", ""]
     b = data.get("bbq")
     if b:
         lines += [f"**BBQ** ({b['items']} items, coverage {_f(b['coverage'])}): accuracy ambiguous {_f(b['accuracy_ambiguous']['value'])}, "

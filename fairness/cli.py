@@ -160,6 +160,7 @@ def cmd_generate(args) -> int:
     require_live_opt_in(args.live)
     suite = load_suite(args.suite)
     shard = parse_shard(args.shard)
+    _interrupt_on_term()
     from ._engine_factory import make_engine
 
     engine, model = make_engine(args)
@@ -183,6 +184,19 @@ def cmd_dry_run(args) -> int:
     from ._dry_run import cmd_dry_run as run
 
     return run(args)
+
+
+def _interrupt_on_term() -> None:
+    """Let SIGTERM and SIGINT stop a long generation cleanly (the final manifest is written).
+
+    A shell starts background jobs with SIGINT ignored, so it is re-enabled explicitly."""
+    import signal
+
+    def stop(signum, frame):  # noqa: ARG001
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
 
 
 def cmd_models(args) -> int:
