@@ -35,6 +35,7 @@ ENV = {
     "threshold": "FAIRNESS_THRESHOLD",
     "fail-on": "FAIRNESS_FAIL_ON",
     "min-group-size": "FAIRNESS_MIN_GROUP_SIZE",
+    "allow-incomplete": "FAIRNESS_ALLOW_INCOMPLETE",
     "bootstrap": "FAIRNESS_BOOTSTRAP",
     "baseline": "FAIRNESS_BASELINE",
     "comment-on-pr": "FAIRNESS_COMMENT_ON_PR",
@@ -66,6 +67,7 @@ class Inputs:
     threshold: float | None
     fail_on: str | None
     min_group_size: int | None
+    allow_incomplete: bool
     bootstrap: int
     baseline: str | None
     comment_on_pr: bool
@@ -132,6 +134,7 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         threshold=_number("threshold", threshold, float) if threshold else None,
         fail_on=_choice("fail-on", _raw(env, "fail-on"), ("", "fail", "illustrative")) or None,
         min_group_size=_number("min-group-size", mgs, int) if mgs else None,
+        allow_incomplete=_bool("allow-incomplete", _raw(env, "allow-incomplete")),
         bootstrap=_number("bootstrap", _raw(env, "bootstrap") or "2000", int),
         baseline=baseline or None,
         comment_on_pr=_bool("comment-on-pr", _raw(env, "comment-on-pr")),
@@ -188,6 +191,8 @@ def audit_argv(inputs: Inputs, recordings: Path, out: Path) -> list[str]:
         argv += ["--fail-on", inputs.fail_on]
     if inputs.min_group_size is not None:
         argv += ["--min-group-size", str(inputs.min_group_size)]
+    if inputs.allow_incomplete:
+        argv.append("--allow-incomplete")
     return argv
 
 

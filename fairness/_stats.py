@@ -247,39 +247,37 @@ def permutation_pvalues(
     return obs_g, p_g, obs_p, p_p
 
 
-def holm(p: np.ndarray) -> np.ndarray:
+def _nan_aware(adjust):
+    """Apply a p-value adjustment to the finite entries only; NaN (untested) stays NaN."""
+
+    def wrapped(p: np.ndarray) -> np.ndarray:
+        p = np.asarray(p, dtype=float)
+        out = np.full_like(p, np.nan)
+        ok = ~np.isnan(p)
+        if ok.any():
+            q = p[ok]
+            order = np.argsort(q)
+            res = np.empty(len(q))
+            res[order] = np.minimum(adjust(q[order]), 1.0)
+            out[ok] = res
+        return out
+
+    wrapped.__doc__ = adjust.__doc__
+    return wrapped
+
+
+@_nan_aware
+def holm(sorted_p: np.ndarray) -> np.ndarray:
     """Holm step-down adjusted p-values (family-wise error control), NaN-aware."""
-    p = np.asarray(p, dtype=float)
-    out = np.full_like(p, np.nan)
-    ok = ~np.isnan(p)
-    q = p[ok]
-    m = len(q)
-    if not m:
-        return out
-    order = np.argsort(q)
-    adj = np.maximum.accumulate((m - np.arange(m)) * q[order])
-    res = np.empty(m)
-    res[order] = np.minimum(adj, 1.0)
-    out[ok] = res
-    return out
+    m = len(sorted_p)
+    return np.maximum.accumulate((m - np.arange(m)) * sorted_p)
 
 
-def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
+@_nan_aware
+def benjamini_hochberg(sorted_p: np.ndarray) -> np.ndarray:
     """Benjamini–Hochberg adjusted p-values (false-discovery-rate control), NaN-aware."""
-    p = np.asarray(p, dtype=float)
-    out = np.full_like(p, np.nan)
-    ok = ~np.isnan(p)
-    q = p[ok]
-    m = len(q)
-    if not m:
-        return out
-    order = np.argsort(q)
-    ranked = q[order] * m / np.arange(1, m + 1)
-    adj = np.minimum.accumulate(ranked[::-1])[::-1]
-    res = np.empty(m)
-    res[order] = np.minimum(adj, 1.0)
-    out[ok] = res
-    return out
+    m = len(sorted_p)
+    return np.minimum.accumulate((sorted_p * m / np.arange(1, m + 1))[::-1])[::-1]
 
 
 # -- variance decomposition ---------------------------------------------------------------
