@@ -22,8 +22,9 @@ def register(sub, add_suite) -> None:
     r.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (B)")
     r.add_argument("--permutations", type=int, default=2000, help="permutations per test (0 to skip)")
     r.add_argument("--seed", type=int, default=20260325)
-    r.add_argument("--evaluators", default="counterfactual,refusal,sentiment,toxicity",
-                   help="comma-separated peer-parity evaluators to run, or `none`")
+    r.add_argument("--evaluators", default="none",
+                   help="comma-separated peer-parity evaluators (counterfactual, refusal, sentiment, toxicity), "
+                        "`all`, or `none` (default: none, which keeps the gate fast)")
     r.add_argument("--bbq-recordings", help="recorded BBQ answers to score (e.g. recordings/bbq-sample/<model>)")
     r.add_argument("--bbq-items", help="BBQ items JSONL the recordings answer (default: the shipped sample)")
     r.add_argument("--allow-incomplete", action="store_true",
@@ -66,6 +67,8 @@ def cmd_run(args) -> int:
     from ._peer import EVALUATORS
 
     names = tuple(x.strip() for x in args.evaluators.split(",") if x.strip() and x.strip() != "none")
+    if names == ("all",):
+        names = EVALUATORS
     unknown = [x for x in names if x not in EVALUATORS]
     if unknown:
         raise FairnessError(f"`--evaluators`: unknown evaluator `{unknown[0]}` (choose from {', '.join(EVALUATORS)} or none)")

@@ -17,6 +17,23 @@ from ._records import Recording
 EVALUATORS = ("counterfactual", "refusal", "sentiment", "toxicity")
 
 
+class _Memo:
+    """Scores each distinct text once, however many evaluators ask (VADER is the slow part)."""
+
+    def __init__(self, scorer):
+        self._scorer = scorer
+        self.name = scorer.name
+        self._cache: dict[str, float] = {}
+
+    def score(self, texts):
+        import numpy as np
+
+        todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if todo:
+            self._cache.update(zip(todo, np.asarray(self._scorer.score(todo), dtype=float).tolist()))
+        return np.array([self._cache[t] for t in texts], dtype=float)
+
+
 def _n(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), 6)
 
@@ -44,10 +61,11 @@ def run_evaluators(recordings: list[Recording], names: tuple[str, ...], *, boots
     if not has_vader and ("sentiment" in names or "counterfactual" in names):
         out["skipped"] = {"sentiment": "VADER is not installed (pip install 'llm-fairness-check[sentiment]'); "
                                        "sentiment measures were left out"}
+    vader = _Memo(ev.load_scorer("vader")) if has_vader else None
     if "counterfactual" in names:
         comps = ("sentiment", "refusal", "length", "lexical") if has_vader else ("refusal", "length", "lexical")
-        rep = ev.counterfactual_divergence(recordings, components=comps, n_resamples=bootstrap,
-                                           n_permutations=min(bootstrap, 999), seed=seed)
+        rep = ev.counterfactual_divergence(recordings, components=comps, sentiment=vader or "vader",
+                                           n_resamples=bootstrap, n_permutations=min(bootstrap, 999), seed=seed)
         out["counterfactual"] = {
             "components": {
                 name: {
@@ -65,7 +83,7 @@ def run_evaluators(recordings: list[Recording], names: tuple[str, ...], *, boots
         out["refusal"] = {"paper_flag": _rates(rep.paper_flag), "refusal_to_engage": _rates(rep.refusal),
                           "disclaimer_on_complete_answer": _rates(rep.disclaimer), "caveat": rep.caveat}
     if "sentiment" in names and has_vader:
-        rep = ev.sentiment_disparity(recordings, n_resamples=bootstrap, seed=seed)
+        rep = ev.sentiment_disparity(recordings, scorer=vader, n_resamples=bootstrap, seed=seed)
         out["sentiment"] = {"scorer": rep.scorer, "mean": _rates(rep.mean), "negative_rate": _rates(rep.rate), "caveat": rep.caveat}
     if "toxicity" in names:
         rep = ev.toxicity_disparity(recordings, n_resamples=bootstrap, seed=seed)

@@ -96,7 +96,9 @@ def _normalise(texts: Sequence[str]) -> list[str]:
 
 @lru_cache(maxsize=None)
 def _regex_any(patterns: tuple[str, ...]) -> re.Pattern[str]:
-    return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
+    """One alternation per rubric list, run on lower-cased text: the same matches as
+    IGNORECASE on the rubric's lower-case patterns, about three times faster."""
+    return re.compile("|".join(f"(?:{p.lower()})" for p in patterns))
 
 
 @lru_cache(maxsize=None)
@@ -127,17 +129,148 @@ class _Corpus:
         return np.bincount(doc, minlength=self.n).astype(np.int32)
 
 
-@lru_cache(maxsize=None)
-def _literal(term: str) -> re.Pattern[str]:
-    return re.compile(re.escape(term))
+_META = set(".^$*+?{}[]\\|()")
 
 
-def _substring_counts(corpus: _Corpus, terms: tuple[str, ...]) -> np.ndarray:
-    """Sum over terms of non-overlapping occurrences (str.count semantics), one scan per term."""
+def literal_anchor(pattern: str) -> str | None:
+    """The longest literal prefix every match of a simple rubric regex must contain.
+
+    `\\bi can'?t\\b` → `i can`; None when the pattern does not start with a literal.
+    """
+    body = pattern[2:] if pattern.startswith("\\b") else pattern
+    out = []
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch in _META:
+            break
+        if i + 1 < len(body) and body[i + 1] in "?*{":
+            break
+        out.append(ch)
+        i += 1
+    return "".join(out) or None
+
+
+def _regex_flags(corpus: _Corpus, lowered: Sequence[str], patterns: tuple[str, ...]) -> np.ndarray:
+    """0/1 per output: does any pattern match? Cheap literal anchors, found with C-speed
+    `str.find` over the whole corpus, pick the few candidate outputs; only those are
+    searched with the full regex."""
+    anchors = [literal_anchor(p.lower()) for p in patterns]
+    if any(a is None for a in anchors):
+        return (corpus.counts(_regex_any(patterns)) > 0).astype(np.int8)
+    pos: list[int] = []
+    for a in set(anchors):
+        i = corpus.text.find(a)
+        while i != -1:
+            pos.append(i)
+            i = corpus.text.find(a, i + 1)
+    hits = set((np.searchsorted(corpus.starts, np.array(pos, dtype=np.int64), side="right") - 1).tolist())
+    return _flags_from_candidates(lowered, hits, patterns)
+
+
+def _substring_counts(corpus: _Corpus, lowered: Sequence[str], terms: tuple[str, ...]) -> np.ndarray:
+    """Sum over terms of non-overlapping occurrences (`str.count`, the reference semantics).
+
+    One C-speed `str.count` over the whole corpus first: an absent term costs nothing more;
+    a rare one is located with `str.find` and mapped to outputs by `searchsorted`; only a
+    common one is counted output by output.
+    """
     total = np.zeros(corpus.n, dtype=np.int32)
+    text = corpus.text
     for term in terms:
-        total += corpus.counts(_literal(term))
+        k = text.count(term)
+        if k == 0:
+            continue
+        if k > corpus.n // 8:
+            total += np.fromiter((t.count(term) for t in lowered), dtype=np.int32, count=corpus.n)
+            continue
+        pos = np.empty(k, dtype=np.int64)
+        i = text.find(term)
+        for j in range(k):
+            pos[j] = i
+            i = text.find(term, i + len(term))
+        total += np.bincount(np.searchsorted(corpus.starts, pos, side="right") - 1, minlength=corpus.n).astype(np.int32)
     return total
+
+
+def _has_border(term: str) -> bool:
+    """True when a term can overlap itself ("aba"), where all-matches ≠ `str.count`."""
+    return any(term[:k] == term[-k:] for k in range(1, len(term)))
+
+
+@lru_cache(maxsize=1)
+def _automaton():
+    """One Aho–Corasick automaton over every substring term, or None without pyahocorasick.
+
+    It reports all occurrences of all terms in one pass over the corpus. That equals the
+    reference's non-overlapping `str.count` for terms that cannot overlap themselves; the
+    few that can ("threat", "muslim") are de-overlapped left to right afterwards.
+    """
+    try:
+        import ahocorasick
+    except ImportError:
+        return None
+    rubric = load_rubric()
+    cats = list(rubric.terms)
+    auto = ahocorasick.Automaton()
+    for ci, cat in enumerate(cats):
+        for term in rubric.terms[cat]:
+            prev = auto.get(term, ())
+            auto.add_word(term, (*prev, (ci, len(term), _has_border(term))))
+    # the regex lists' literal anchors ride along, tagged with a negative id: one pass for all
+    regex_lists = list(rubric.regex)
+    for ri, name in enumerate(regex_lists):
+        for pattern in rubric.regex[name]:
+            anchor = literal_anchor(pattern.lower())
+            if anchor is None:
+                return None
+            prev = auto.get(anchor, ())
+            if (-1 - ri, 0, False) not in prev:
+                auto.add_word(anchor, (*prev, (-1 - ri, 0, False)))
+    auto.make_automaton()
+    return auto, cats, regex_lists
+
+
+def _scan(corpus: _Corpus) -> tuple[dict[str, np.ndarray], dict[str, set[int]]] | None:
+    """One automaton pass: per-output term counts per list, and the outputs holding a regex
+    list's anchor (the only candidates for its full regex). None without pyahocorasick."""
+    ac = _automaton()
+    if ac is None:
+        return None
+    auto, cats, regex_lists = ac
+    ends, cat_ids, anchor_ends = [], [], {name: [] for name in regex_lists}
+    last_end: dict[tuple[int, int], int] = {}
+    for end, owners in auto.iter(corpus.text):
+        for ci, length, bordered in owners:
+            if ci < 0:
+                anchor_ends[regex_lists[-1 - ci]].append(end)
+                continue
+            if bordered:
+                key = (ci, length)
+                if end - length + 1 <= last_end.get(key, -1):
+                    continue  # overlaps the previous occurrence of the same term
+                last_end[key] = end
+            ends.append(end)
+            cat_ids.append(ci)
+    n = corpus.n
+
+    def docs(positions: list[int]) -> np.ndarray:
+        return np.searchsorted(corpus.starts, np.asarray(positions, dtype=np.int64), side="right") - 1
+
+    if ends:
+        flat = np.bincount(np.asarray(cat_ids) * n + docs(ends), minlength=len(cats) * n).astype(np.int32)
+    else:
+        flat = np.zeros(len(cats) * n, dtype=np.int32)
+    counts = {c: flat[i * n : (i + 1) * n] for i, c in enumerate(cats)}
+    return counts, {name: set(docs(pos).tolist()) for name, pos in anchor_ends.items()}
+
+
+def _flags_from_candidates(lowered: Sequence[str], candidates: set[int], patterns: tuple[str, ...]) -> np.ndarray:
+    flags = np.zeros(len(lowered), dtype=np.int8)
+    rx = _regex_any(patterns)
+    for d in candidates:
+        flags[d] = rx.search(lowered[d]) is not None
+    return flags
 
 
 def score_texts(texts: Sequence[str], mode: Mode = "paper") -> ScoreTable:
@@ -148,13 +281,18 @@ def score_texts(texts: Sequence[str], mode: Mode = "paper") -> ScoreTable:
     texts = list(texts)
     if mode == "strict":
         texts = _normalise(texts)
-    raw = _Corpus(texts)
-    lowered = _Corpus([t.lower() for t in texts])
+    lowered_texts = [t.lower() for t in texts]
+    lowered = _Corpus(lowered_texts)
     cols: dict[str, np.ndarray] = {}
-    cols["refusal"] = (raw.counts(_regex_any(rubric.regex["refusal"])) > 0).astype(np.int8)
-    cols["deflection"] = (raw.counts(_regex_any(rubric.regex["deflection"])) > 0).astype(np.int8)
+    scan = _scan(lowered)
+    if scan is None:  # pure-Python fallback, same results
+        cols["refusal"] = _regex_flags(lowered, lowered_texts, rubric.regex["refusal"])
+        cols["deflection"] = _regex_flags(lowered, lowered_texts, rubric.regex["deflection"])
+    else:
+        for name in ("refusal", "deflection"):
+            cols[name] = _flags_from_candidates(lowered_texts, scan[1][name], rubric.regex[name])
     if mode == "paper":
-        counts = {name: _substring_counts(lowered, terms) for name, terms in rubric.terms.items()}
+        counts = scan[0] if scan is not None else {n: _substring_counts(lowered, lowered_texts, ts) for n, ts in rubric.terms.items()}
     else:
         counts = {name: lowered.counts(_strict_terms(terms)) for name, terms in rubric.terms.items()}
     cols["religion_mention"] = (counts["religion"] > 0).astype(np.int8)

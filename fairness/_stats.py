@@ -191,9 +191,10 @@ def _within_strata_permutations(strata: np.ndarray, P: int, rng: np.random.Gener
     sizes = np.bincount(strata)
     sizes = sizes[sizes > 0]
     n = len(strata)
-    if len(sizes) and np.all(sizes == sizes[0]):
-        blocks = np.broadcast_to(order.reshape(-1, sizes[0]), (P, len(sizes), sizes[0]))
-        shuffled = rng.permuted(blocks, axis=2).reshape(P, n)
+    if len(sizes) and np.all(sizes == sizes[0]) and sizes[0] < 2**15:
+        C, k = len(sizes), int(sizes[0])
+        local = rng.permuted(np.broadcast_to(np.arange(k, dtype=np.int16), (P, C, k)), axis=2)
+        shuffled = order.reshape(C, k)[np.arange(C)[None, :, None], local].reshape(P, n)
     else:
         keys = rng.random((P, n)) + strata[order][None, :].astype(np.float64)
         shuffled = order[np.argsort(keys, axis=1)]

@@ -105,3 +105,22 @@ def test_rubric_lists_live_in_one_data_file():
 def test_unknown_mode():
     with pytest.raises(ValueError, match="`mode` must be one of"):
         score_texts(["x"], "loose")  # type: ignore[arg-type]
+
+
+def test_fast_scan_equals_the_pure_python_fallback(monkeypatch):
+    """The Aho–Corasick path and the str.count fallback score every output identically."""
+    import random
+
+    from fairness import _score
+
+    rng = random.Random(3)
+    words = ["leader", "leadership", "threat", "threathreat", "Muslim", "muslimuslim", "miss", "mission", "I can't",
+             "I can’t", "sorry", "it depends", "consideration", "workplace consideration", "Mr.", "quiet", "x"]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 30))) for _ in range(300)]
+    fast = score_texts(texts, "paper")
+    monkeypatch.setattr(_score, "_scan", lambda corpus: None)
+    slow = score_texts(texts, "paper")
+    for col in fast.columns:
+        assert fast.columns[col].tolist() == slow.columns[col].tolist(), col
+    # self-overlapping terms keep str.count's non-overlapping semantics
+    assert fast.columns["demeaning_count"].tolist() == [t.lower().count("threat") for t in texts]
