@@ -22,6 +22,7 @@ from ._recording import Manifest
 from ._rules import DecisionRule
 from ._score import ScoreTable, load_rubric, score_texts
 from ._stats import (
+    COVERAGE_NOTE,
     DEFAULT_ALPHA,
     DEFAULT_B,
     benjamini_hochberg,
@@ -296,6 +297,7 @@ def audit(
             "interval_worst_slice": "simultaneous Bonferroni bounds over slices",
             "interval_gap": "simultaneous Bonferroni bounds over slices, lower end clamped at 0",
             "bootstrap": f"cluster bootstrap over template cells, B={options.bootstrap}, seed={options.seed}",
+            "coverage": COVERAGE_NOTE,
             "permutation": f"slice labels permuted within template cells, P={options.permutations}, harm metrics overall and per family; Holm and BH adjusted across all of them",
         },
         metrics=list(metric_results.values()),
@@ -441,6 +443,7 @@ def _run_caveats(suite: Suite, manifest: Manifest, mode: str, results: dict[str,
         out.append(Caveat(code="stale-recordings", message="the recordings were made for an earlier version of this suite (suite hash differs); prompts match, other settings may have changed"))
     if not manifest.complete:
         out.append(Caveat(code="incomplete-recordings", message=f"the recording set is marked incomplete ({manifest.rows}/{manifest.expected_rows} rows)"))
+    out.append(Caveat(code="interval-coverage", message=COVERAGE_NOTE))
     if mode == "paper":
         out.append(Caveat(code="scorer-mode", message="scorer mode `paper`: substring matching as in the reference rubric ('miss' matches 'mission', 'weak' matches 'weakness'); use `strict` for whole words"))
     else:

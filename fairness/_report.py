@@ -274,7 +274,7 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None) 
             "gate": run.gate.state,
             "exit_code": run.gate.exit_code,
             "verdict_stability": [s.summary for s in run.stability],
-            "caveats": [c.message for c in run.caveats if c.code in ("test-model", "scorer-mode", "stale-recordings", "incomplete-recordings")],
+            "caveats": [c.message for c in run.caveats if c.code in ("test-model", "scorer-mode", "stale-recordings", "incomplete-recordings", "interval-coverage")],
             "intervals": run.tests,
         },
         "reproducibility": {

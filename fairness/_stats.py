@@ -25,6 +25,14 @@ from statistics import NormalDist
 from ._metric_catalog import MetricSpec
 from ._metrics import Design, Scope
 
+COVERAGE_NOTE = (
+    "Simulated coverage of the nominal 95% intervals (benchmarks/coverage_simulation.py: true rates "
+    "0.01-0.3, gaps 0 and 0.05, 20-800 rows per slice, within-prompt correlation; 48 settings x 200 grids): "
+    "per-slice rates 0.985 on average (min 0.968), worst-slice value 0.988 (min 0.925, at a 0.01 rate with "
+    "20 rows per slice), max-min gap 1.000. The intervals are conservative, outside the 93-97% target on the "
+    "high side: a gap must be clearly large to fail a gate, and small true gaps are reported as illustrative."
+)
+
 DEFAULT_B = 2000
 DEFAULT_ALPHA = 0.05
 
