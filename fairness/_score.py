@@ -212,11 +212,10 @@ def _automaton():
         return None
     rubric = load_rubric()
     cats = list(rubric.terms)
-    auto = ahocorasick.Automaton()
+    owners: dict[str, list[tuple[int, int, bool]]] = {}
     for ci, cat in enumerate(cats):
         for term in rubric.terms[cat]:
-            prev = auto.get(term, ())
-            auto.add_word(term, (*prev, (ci, len(term), _has_border(term))))
+            owners.setdefault(term, []).append((ci, len(term), _has_border(term)))
     # the regex lists' literal anchors ride along, tagged with a negative id: one pass for all
     regex_lists = list(rubric.regex)
     for ri, name in enumerate(regex_lists):
@@ -224,9 +223,12 @@ def _automaton():
             anchor = literal_anchor(pattern.lower())
             if anchor is None:
                 return None
-            prev = auto.get(anchor, ())
-            if (-1 - ri, 0, False) not in prev:
-                auto.add_word(anchor, (*prev, (-1 - ri, 0, False)))
+            if (-1 - ri, 0, False) not in owners.get(anchor, []):
+                owners.setdefault(anchor, []).append((-1 - ri, 0, False))
+    auto = ahocorasick.Automaton()
+    for word, own in owners.items():
+        # the common case (one owner, cannot overlap itself) is a bare int: the hot loop stays cheap
+        auto.add_word(word, own[0][0] if len(own) == 1 and not own[0][2] else tuple(own))
     auto.make_automaton()
     return auto, cats, regex_lists
 
@@ -241,6 +243,13 @@ def _scan(corpus: _Corpus) -> tuple[dict[str, np.ndarray], dict[str, set[int]]] 
     ends, cat_ids, anchor_ends = [], [], {name: [] for name in regex_lists}
     last_end: dict[tuple[int, int], int] = {}
     for end, owners in auto.iter(corpus.text):
+        if owners.__class__ is int:
+            if owners >= 0:
+                ends.append(end)
+                cat_ids.append(owners)
+            else:
+                anchor_ends[regex_lists[-1 - owners]].append(end)
+            continue
         for ci, length, bordered in owners:
             if ci < 0:
                 anchor_ends[regex_lists[-1 - ci]].append(end)
