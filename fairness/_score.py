@@ -115,10 +115,12 @@ class _Corpus:
     """
 
     def __init__(self, texts: Sequence[str]):
-        clean = [t.replace("\x00", " ") for t in texts]
-        self.n = len(clean)
-        self.text = "\x00".join(clean)
-        lengths = np.fromiter((len(t) + 1 for t in clean), dtype=np.int64, count=self.n)
+        self.n = len(texts)
+        self.text = "\x00".join(texts)
+        if self.text.count("\x00") != max(self.n - 1, 0):  # an output holds NUL itself: blank it
+            texts = [t.replace("\x00", " ") for t in texts]
+            self.text = "\x00".join(texts)
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=self.n) + 1
         self.starts = np.concatenate(([0], np.cumsum(lengths)[:-1])) if self.n else np.zeros(0, dtype=np.int64)
 
     def counts(self, rx: re.Pattern[str]) -> np.ndarray:

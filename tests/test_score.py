@@ -124,3 +124,9 @@ def test_fast_scan_equals_the_pure_python_fallback(monkeypatch):
         assert fast.columns[col].tolist() == slow.columns[col].tolist(), col
     # self-overlapping terms keep str.count's non-overlapping semantics
     assert fast.columns["demeaning_count"].tolist() == [t.lower().count("threat") for t in texts]
+
+
+def test_a_nul_inside_an_output_cannot_shift_matches_between_outputs():
+    s = score_texts(["a\x00 threat", "threat", "sorry\x00"])
+    assert s.columns["demeaning_count"].tolist() == [1, 1, 0]
+    assert s.columns["refusal"].tolist() == [0, 0, 1]
