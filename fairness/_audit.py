@@ -14,6 +14,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import __version__
+from ._canonical import json_number
 from ._gate import FailOn, GateOn, RuleCheck, State, check_state, exit_code, overall_state
 from ._metric_catalog import METRICS, MetricSpec
 from ._metrics import Design, Scope, build_design, gap, metric_matrix, scopes, slice_table, worst_index
@@ -58,8 +59,8 @@ class AuditOptions:
     """None: the suite's rules."""
     interval_depth: int = 1
     """Scopes up to this depth (overall=0, family=1, family×regime=2 …) get intervals."""
-    incomplete: bool = False
-    """The recording set is declared incomplete: a pass can only be illustrative."""
+    threshold: float | None = None
+    """Override the threshold of every decision rule (None: the rules' own)."""
 
 
 class _M(BaseModel):
@@ -155,13 +156,6 @@ class FairnessRun(_M):
     """Peer-parity evaluators (counterfactual, refusal vs disclaimer, sentiment, toxicity, BBQ)."""
 
 
-def _f(x: Any) -> float | None:
-    if x is None:
-        return None
-    x = float(x)
-    return None if math.isnan(x) else round(x, 6)
-
-
 def audit(
     suite: Suite,
     cases: list[Case],
@@ -177,6 +171,8 @@ def audit(
     min_n = options.min_group_size if options.min_group_size is not None else suite.min_group_size
     rules = list(options.rules) if options.rules is not None else list(suite.rules)
     rules = [r for r in rules if r.kind == "absolute"]  # regression rules need a base run: `diff`
+    if options.threshold is not None:
+        rules = [r.model_copy(update={"threshold": options.threshold}) for r in rules]
     if scores is None:
         scores = score_texts([r.output for r in recordings], mode)  # type: ignore[arg-type]
     specs = list(METRICS.values())
@@ -188,7 +184,6 @@ def audit(
 
     caveats: list[Caveat] = []
     metric_results = {s.name: MetricResult(metric=s.name, kind=s.kind, higher_is_worse=s.higher_is_worse, description=s.description, scopes={}) for s in specs}
-    stats_cache: dict[str, Any] = {}
     for scope in all_scopes:
         table = slice_table(design, Y, scope)
         values = table.values
@@ -196,7 +191,6 @@ def audit(
         want_ci = scope.depth <= options.interval_depth
         st = scope_stats(design, Y, scope, specs, options.bootstrap, options.seed) if want_ci else None
         if st is not None:
-            stats_cache[scope.name] = st
             lo, hi = slice_intervals(st, specs, options.alpha)
             plo, phi = pooled_interval(st, specs, options.alpha)
         for m, spec in enumerate(specs):
@@ -204,24 +198,24 @@ def audit(
             hidden = underpowered and not options.allow_small_samples
             by_slice = {
                 sl: Estimate(
-                    value=_f(v[i]) if table.n[i] >= min_n or options.allow_small_samples else None,
+                    value=json_number(v[i]) if table.n[i] >= min_n or options.allow_small_samples else None,
                     n=int(table.n[i]),
-                    ci=[_f(lo[i, m]), _f(hi[i, m])] if st is not None and (table.n[i] >= min_n or options.allow_small_samples) else None,
+                    ci=[json_number(lo[i, m]), json_number(hi[i, m])] if st is not None and (table.n[i] >= min_n or options.allow_small_samples) else None,
                 )
                 for i, sl in enumerate(design.slices)
             }
             wi = worst_index(v, spec)
-            worst = Estimate(value=None if hidden or wi is None else _f(v[wi]), slice=None if hidden or wi is None else design.slices[wi])
-            g = Estimate(value=None if hidden else _f(gap(v)))
+            worst = Estimate(value=None if hidden or wi is None else json_number(v[wi]), slice=None if hidden or wi is None else design.slices[wi])
+            g = Estimate(value=None if hidden else json_number(gap(v)))
             if st is not None and not hidden:
                 wint = worst_interval(st, m, spec, options.alpha)
                 gint = gap_interval(st, m, spec, options.alpha)
                 worst = worst.model_copy(update={"ci": wint.as_list(), "method": wint.method})
                 g = g.model_copy(update={"ci": gint.as_list(), "method": gint.method})
             pooled = Estimate(
-                value=_f(np.sum(table.sums[:, m]) / max(np.sum(table.n), 1)),
+                value=json_number(np.sum(table.sums[:, m]) / max(np.sum(table.n), 1)),
                 n=int(np.sum(table.n)),
-                ci=[_f(plo[m]), _f(phi[m])] if st is not None else None,
+                ci=[json_number(plo[m]), json_number(phi[m])] if st is not None else None,
                 method=("wilson-effective-n" if spec.kind == "rate" else "cluster-bootstrap-se") if st is not None else None,
             )
             notes = []
@@ -241,7 +235,7 @@ def audit(
     states = [c.state for c in checks]
     state = overall_state(states) if rules else "undefined"
     reasons = [f"{c.rule} [{c.scope}]: {c.state} — {c.reason}" for c in checks if c.state != "pass"]
-    if options.incomplete and state == "pass":
+    if not manifest.complete and state == "pass":
         state = "illustrative"
         reasons.append(f"the recording set is incomplete ({len(recordings)}/{manifest.expected_rows} rows): a pass is only illustrative")
     if not rules:
@@ -322,7 +316,7 @@ def _add_permutation_tests(design: Design, Y: np.ndarray, specs: list[MetricSpec
     ph, pb = holm(ps), benjamini_hochberg(ps)
     for (metric, scope, p), a, b in zip(tests, ph, pb):
         sr = results[metric].scopes[scope]
-        results[metric].scopes[scope] = sr.model_copy(update={"p_value": _f(p), "p_holm": _f(a), "p_bh": _f(b)})
+        results[metric].scopes[scope] = sr.model_copy(update={"p_value": json_number(p), "p_holm": json_number(a), "p_bh": json_number(b)})
 
 
 def _rule_value(rule: DecisionRule, sr: ScopeResult) -> Estimate:

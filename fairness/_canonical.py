@@ -31,6 +31,14 @@ def _canon(value: Any) -> Any:
     raise TypeError(f"cannot canonicalise {type(value).__name__}")
 
 
+def json_number(x: Any, digits: int = 6) -> float | None:
+    """A number as results files store it: rounded, and None where it is missing or not finite."""
+    if x is None:
+        return None
+    x = float(x)
+    return round(x, digits) if math.isfinite(x) else None
+
+
 def canonical_json(value: Any) -> str:
     """Compact JSON with sorted keys and integral floats written as ints."""
     return json.dumps(_canon(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)

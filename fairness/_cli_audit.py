@@ -53,17 +53,14 @@ def _options(args):
         gate_on=args.gate_on,
         fail_on=args.fail_on,
         scorer_mode=args.scorer_mode,
+        threshold=args.threshold,
     )
 
 
 def cmd_run(args) -> int:
     from ._run import compact_table, run_audit
-    from ._suite import load_suite
 
     options = _options(args)
-    if args.threshold is not None:
-        suite = load_suite(args.suite)
-        options = options.__class__(**{**options.__dict__, "rules": tuple(r.model_copy(update={"threshold": args.threshold}) for r in suite.rules)})
     from ._peer import EVALUATORS
 
     names = tuple(x.strip() for x in args.evaluators.split(",") if x.strip() and x.strip() != "none")

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from ._canonical import json_number
 from ._errors import FairnessError
 from ._gate import EXIT_CODES, State, overall_state
 from ._metric_catalog import METRICS, MetricSpec
@@ -199,8 +200,8 @@ def diff_runs(base_path: str | Path, head_path: str | Path, *, rules: list[Decis
                 if statistic == "max_minus_min":
                     w_lo, w_hi = lo, hi
                     verdict = "regressed" if lo > 0 else "improved" if hi < 0 else "unchanged"
-                changes.append(Change(metric=spec.name, scope=scope, statistic=statistic, base=_r(pb), head=_r(ph),
-                                      change=_r(change), ci=[_r(lo), _r(hi)], verdict=verdict))
+                changes.append(Change(metric=spec.name, scope=scope, statistic=statistic, base=json_number(pb), head=json_number(ph),
+                                      change=json_number(change), ci=[json_number(lo), json_number(hi)], verdict=verdict))
                 boot[(spec.name, scope, statistic)] = (change, worse, np.array([w_lo, w_hi]))
     checks = _regression_checks(rules or [], changes)
     state = overall_state([c.state for c in checks]) if checks else "pass"
@@ -241,10 +242,6 @@ def _describe(side: Side) -> dict[str, Any]:
     r = side.results
     return {"suite": r["suite"]["name"], "suite_hash": r["suite"]["hash"], "model_id": r["recordings"]["model_id"],
             "gate": r["gate"]["state"], "rows": len(side.row_ids)}
-
-
-def _r(x: float) -> float | None:
-    return None if x is None or not math.isfinite(x) else round(float(x), 6)
 
 
 def diff_md(d: DiffResult, limit: int = 40) -> str:

@@ -220,20 +220,7 @@ def _canonical_order(path: Path, plan_keys: list[str]) -> None:
 
 
 def _record(case: Case, comp: Any, key: str) -> Recording:
-    return Recording(
-        key=key,
-        row_id=case.row_id,
-        family=case.family,
-        paraphrase_id=case.paraphrase_id,
-        placeholders=case.placeholders,
-        slice=case.slice,
-        slice_id=case.slice_id,
-        regime=case.regime,
-        params=case.params,
-        seed=case.seed,
-        prompt=case.prompt,
-        output=comp.text.strip(),
-        prompt_tokens=comp.prompt_tokens,
-        completion_tokens=comp.completion_tokens,
-        finish_reason=comp.finish_reason,
+    return Recording.from_case(
+        case, key=key, output=comp.text, prompt_tokens=comp.prompt_tokens,
+        completion_tokens=comp.completion_tokens, finish_reason=comp.finish_reason,
     )

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ._metric_catalog import METRICS, MetricSpec
+from ._metric_catalog import MetricSpec
 from ._records import Case
 from ._score import ScoreTable
 
@@ -157,7 +157,3 @@ def gap(values: np.ndarray) -> float:
     if np.all(np.isnan(values)):
         return math.nan
     return float(np.nanmax(values) - np.nanmin(values))
-
-
-def metric_specs() -> list[MetricSpec]:
-    return list(METRICS.values())

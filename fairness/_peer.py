@@ -8,10 +8,10 @@ lives in `fairness.evaluators`.
 from __future__ import annotations
 
 import importlib.util
-import math
 from pathlib import Path
 from typing import Any
 
+from ._canonical import json_number
 from ._records import Recording
 
 EVALUATORS = ("counterfactual", "refusal", "sentiment", "toxicity")
@@ -34,19 +34,15 @@ class _Memo:
         return np.array([self._cache[t] for t in texts], dtype=float)
 
 
-def _n(x: float | None) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), 6)
-
-
 def _iv(iv) -> list[float | None]:
-    return [_n(iv.low), _n(iv.high)]
+    return [json_number(iv.low), json_number(iv.high)]
 
 
 def _rates(gr) -> dict[str, Any]:
     return {
-        "by_group": {k: _n(v) for k, v in gr.by_group.items()},
+        "by_group": {k: json_number(v) for k, v in gr.by_group.items()},
         "n_per_group": dict(gr.n_per_group),
-        "disparity": _n(gr.disparity),
+        "disparity": json_number(gr.disparity),
         "ci": _iv(gr.interval),
         "n_clusters": gr.interval.n_clusters,
     }
@@ -69,8 +65,8 @@ def run_evaluators(recordings: list[Recording], names: tuple[str, ...], *, boots
         out["counterfactual"] = {
             "components": {
                 name: {
-                    "divergence": _n(d.divergence), "baseline": _n(d.baseline), "excess": _n(d.excess),
-                    "ci": _iv(d.interval), "p_value": _n(d.p_value),
+                    "divergence": json_number(d.divergence), "baseline": json_number(d.baseline), "excess": json_number(d.excess),
+                    "ci": _iv(d.interval), "p_value": json_number(d.p_value),
                     "n_cross_pairs": d.n_cross_pairs, "n_within_pairs": d.n_within_pairs,
                 }
                 for name, d in rep.components.items()
@@ -95,10 +91,10 @@ def run_evaluators(recordings: list[Recording], names: tuple[str, ...], *, boots
         o = rep.overall
 
         def est(e):
-            return {"value": _n(e.value), "ci": _iv(e.interval)}
+            return {"value": json_number(e.value), "ci": _iv(e.interval)}
 
         out["bbq"] = {
-            "items": o.n_items, "unparsed": o.n_unparsed, "coverage": _n(o.coverage),
+            "items": o.n_items, "unparsed": o.n_unparsed, "coverage": json_number(o.coverage),
             "accuracy_ambiguous": est(o.accuracy_ambig), "accuracy_disambiguated": est(o.accuracy_disambig),
             "s_dis": est(o.s_dis), "s_amb": est(o.s_amb), "answer_parsing": dict(rep.methods),
             "model_id": getattr(manifest, "model_id", None) or getattr(getattr(manifest, "model", None), "id", None),

@@ -79,3 +79,15 @@ class Recording(_Frozen):
     completion_tokens: int
     finish_reason: FinishReason
     status: Literal["ok"] = "ok"
+
+    @classmethod
+    def from_case(
+        cls, case: Case, *, key: str, output: str, prompt_tokens: int, completion_tokens: int, finish_reason: FinishReason
+    ) -> "Recording":
+        """The record of `case`'s answer: grid coordinates copied, output stripped as the suite says."""
+        return cls(
+            key=key, row_id=case.row_id, family=case.family, paraphrase_id=case.paraphrase_id,
+            placeholders=case.placeholders, slice=case.slice, slice_id=case.slice_id, regime=case.regime,
+            params=case.params, seed=case.seed, prompt=case.prompt, output=output.strip(),
+            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, finish_reason=finish_reason,
+        )

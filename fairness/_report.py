@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import re
 from typing import Any
 
@@ -186,10 +187,7 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None) 
     test_model = not r["is_audited_model"]
     slices = suite.slice_list
     occupations = next((p.values for ph, p in suite.placeholders.items() if suite.column_for(ph) == "occupation"), None)
-    prompts = len({(f.id, i) for f in suite.families for i in range(len(f.paraphrases))})
-    n_prompts = prompts * len(slices)
-    for p in suite.placeholders.values():
-        n_prompts *= len(p.values)
+    n_prompts = len(suite.templates) * len(slices) * math.prod(len(p.values) for p in suite.placeholders.values())
     rows = [[f.family, f.worst_slice_stereotype, f.worst_slice_pilot_harm, f.refusal_delta, f.decision] for f in run.families]
     notes = [f"System prompt held fixed at {suite.system_prompt!r}.", f"Recordings replayed from `{r['path']}` (engine {r['engine']})."]
     if test_model:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from ._audit import AuditOptions, FairnessRun, audit
@@ -84,7 +84,6 @@ def run_audit(
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise FairnessError(f"--out `{out}` exists and is not a directory")
-    options = replace(options, incomplete=not rs.manifest.complete)
     run, scores = audit(
         suite, cases, recs, rs.manifest, options,
         recordings_path=_display_path(rdir), manifest_sha256=sha256_file(rdir / MANIFEST),

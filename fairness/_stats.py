@@ -17,11 +17,13 @@ Why these methods:
 from __future__ import annotations
 
 import math
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
 from statistics import NormalDist
 
+from ._canonical import json_number
 from ._metric_catalog import MetricSpec
 from ._metrics import Design, Scope
 
@@ -44,11 +46,7 @@ class Interval:
     method: str
 
     def as_list(self) -> list[float | None]:
-        return [_num(self.low), _num(self.high)]
-
-
-def _num(x: float) -> float | None:
-    return None if x is None or math.isnan(x) else round(float(x), 6)
+        return [json_number(self.low), json_number(self.high)]
 
 
 def z_of(tail: float) -> float:
@@ -114,7 +112,8 @@ def scope_stats(design: Design, Y: np.ndarray, scope: Scope, specs: list[MetricS
 
 
 def _stable_hash(text: str) -> int:
-    return int.from_bytes(text.encode("utf-8")[:16].ljust(16, b"\0"), "little") % (2**63)
+    """A process-independent hash of the whole scope name, so every scope draws its own stream."""
+    return zlib.crc32(text.encode("utf-8"))
 
 
 def _effective_n(p, se, n, is_rate, pooled, pooled_se, n_pooled, n_clusters: int) -> np.ndarray:

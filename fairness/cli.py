@@ -91,16 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_suite(rv)
     rv.add_argument("directory")
 
-    _register_audit_commands(sub)
-    return parser
+    from ._cli_audit import register
 
-
-def _register_audit_commands(sub) -> None:
-    try:
-        from ._cli_audit import register
-    except ImportError:  # pragma: no cover - during bootstrap only
-        return
     register(sub, _add_suite)
+    return parser
 
 
 # -- commands -------------------------------------------------------------------------

@@ -45,10 +45,8 @@ def write_recording_set(
     all_cases = suite.expand()
     cases = all_cases if cases is None else cases
     recs = [
-        Recording(
-            key=content_key(model_id, suite.system_prompt, c.prompt, c.params, c.seed),
-            row_id=c.row_id, family=c.family, paraphrase_id=c.paraphrase_id, placeholders=c.placeholders,
-            slice=c.slice, slice_id=c.slice_id, regime=c.regime, params=c.params, seed=c.seed, prompt=c.prompt,
+        Recording.from_case(
+            c, key=content_key(model_id, suite.system_prompt, c.prompt, c.params, c.seed),
             output=text_for(c), prompt_tokens=10, completion_tokens=20, finish_reason="stop",
         )
         for c in cases

@@ -133,9 +133,7 @@ class TestIntervalsAndDeterminism:
 
 
 def _recs(cases, texts):
-    return [Recording(key=f"{i:064x}", row_id=c.row_id, family=c.family, paraphrase_id=c.paraphrase_id,
-                      placeholders=c.placeholders, slice=c.slice, slice_id=c.slice_id, regime=c.regime, params=c.params,
-                      seed=c.seed, prompt=c.prompt, output=t, prompt_tokens=1, completion_tokens=1, finish_reason="stop")
+    return [Recording.from_case(c, key=f"{i:064x}", output=t, prompt_tokens=1, completion_tokens=1, finish_reason="stop")
             for i, (c, t) in enumerate(zip(cases, texts))]
 
 

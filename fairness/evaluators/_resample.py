@@ -21,6 +21,7 @@ import numpy as np
 from scipy import stats
 
 from .._errors import FairnessError
+from .._stats import bootstrap_weights
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def cluster_sums(clusters: np.ndarray, values: np.ndarray, n_clusters: int) -> n
 
 def weights(n_clusters: int, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
     """Multinomial cluster counts: row b says how often each cluster is drawn in resample b."""
-    return rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=n_resamples).astype(float)
+    return bootstrap_weights(n_clusters, n_resamples, rng)
 
 
 def percentile(distribution: np.ndarray, confidence: float, n_clusters: int) -> Interval:
