@@ -21,10 +21,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from fairness._models import locate
-from fairness._records import Case
-from fairness._suite import load_suite
-from fairness.engines.transformers import plan_batches
+from fairness.generate._model_fetch import locate
+from fairness.suite._case import Case
+from fairness.suite._suite import load_suite
+from fairness.generate.engines.transformers import plan_batches
 
 SUITE = "fairness-cards/qwen-v0.1"
 
@@ -116,8 +116,8 @@ def main(argv: list[str] | None = None) -> None:
 
     import torch
 
-    from fairness.engines.llamacpp import LlamaCppEngine
-    from fairness.engines.transformers import TransformersEngine
+    from fairness.generate.engines.llamacpp import LlamaCppEngine
+    from fairness.generate.engines.transformers import TransformersEngine
 
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fairness._recording import RecordingSet
-from fairness._score import load_rubric, score_texts
+from fairness.recordings._store import RecordingSet
+from fairness.score._rubric import load_rubric, score_texts
 
 DEFAULT = Path(__file__).resolve().parents[1] / "recordings/fairness-cards/qwen-v0.1/SmolLM2-135M-Instruct-Q4_1"
 

@@ -1,37 +1,45 @@
 """llm-fairness-check: audit a large language model for demographic fairness.
 
-suite → generate | replay → score → metrics → stats → gate → report.
-
-The public names below are the supported API; modules with a leading underscore may move.
-Heavier stages load on first use, so `import fairness` stays cheap.
+suite → generate | replay → score → metrics → stats → gate → report, one sub-package per
+stage (see docs/architecture.md). The names below are the supported API; everything under a
+leading underscore may move. Stages that need numpy load on first use, so `import fairness`
+stays cheap; the `TYPE_CHECKING` block shows type checkers the real imports.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from fairness._util.errors import FairnessError
+from fairness._version import __version__
+from fairness.recordings._record import Recording
+from fairness.suite import Case, DecisionRule, SamplingParams, Suite, load_suite, parse_suite
 
-from ._errors import FairnessError
-from ._records import Case, Recording, SamplingParams
-from ._rules import DecisionRule
-from ._suite import Suite, load_suite, parse_suite
+if TYPE_CHECKING:
+    from fairness.audit import AuditOptions, FairnessRun, audit, check_state, diff_runs, exit_code
+    from fairness.generate import generate
+    from fairness.pipeline import RunOutputs, run_audit
+    from fairness.recordings import Manifest, RecordingSet, ReplayProvider, content_key, merge_recordings
+    from fairness.score import ScoreTable, score_texts
 
 _LAZY = {
-    "AuditOptions": "._audit",
-    "FairnessRun": "._audit",
-    "audit": "._audit",
-    "run_audit": "._run",
-    "score_texts": "._score",
-    "RecordingSet": "._recording",
-    "ReplayProvider": "._recording",
-    "content_key": "._recording",
-    "merge_recordings": "._recording",
-    "generate": "._generate",
-    "diff_runs": "._diff",
-    "check_state": "._gate",
-    "exit_code": "._gate",
+    "AuditOptions": "fairness.audit",
+    "FairnessRun": "fairness.audit",
+    "audit": "fairness.audit",
+    "check_state": "fairness.audit",
+    "diff_runs": "fairness.audit",
+    "exit_code": "fairness.audit",
+    "generate": "fairness.generate",
+    "RunOutputs": "fairness.pipeline",
+    "run_audit": "fairness.pipeline",
+    "Manifest": "fairness.recordings",
+    "RecordingSet": "fairness.recordings",
+    "ReplayProvider": "fairness.recordings",
+    "content_key": "fairness.recordings",
+    "merge_recordings": "fairness.recordings",
+    "ScoreTable": "fairness.score",
+    "score_texts": "fairness.score",
 }
 
 __all__ = [
@@ -50,5 +58,5 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return getattr(import_module(_LAZY[name], __name__), name)
+        return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'fairness' has no attribute {name!r}")

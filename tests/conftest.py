@@ -12,9 +12,10 @@ from typing import Callable
 
 import pytest
 
-from fairness._canonical import sha256_file
-from fairness._records import Case, Recording
-from fairness._recording import (
+from fairness._util.canonical import sha256_file
+from fairness.suite._case import Case
+from fairness.recordings._record import Recording
+from fairness.recordings._store import (
     RECORDS,
     BackendInfo,
     DataFile,
@@ -26,7 +27,7 @@ from fairness._recording import (
     write_atomic,
     write_manifest,
 )
-from fairness._suite import Suite
+from fairness.suite._suite import Suite
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("FAIRNESS_SHARED", REPO.parent / "shared"))

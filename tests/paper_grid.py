@@ -7,7 +7,7 @@ F1 0.065 / 0.065 / 0.0, F2 0.23 / 0.23 / 0.005, F3 0.13 / 0.13 / 0.005, F4 0.04 
 
 from __future__ import annotations
 
-from fairness._records import Case
+from fairness.suite._case import Case
 
 STEREOTYPE_HITS = {
     "F1": {"man_Christian": 13, "man_Muslim": 9, "woman_Christian": 11, "woman_Muslim": 12},

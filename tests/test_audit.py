@@ -7,9 +7,9 @@ import json
 import pytest
 import yaml
 
-from fairness._audit import AuditOptions
-from fairness._report import cap_summary
-from fairness._run import OUTPUTS, run_audit
+from fairness.audit._audit import AuditOptions
+from fairness.report._render import cap_summary
+from fairness.pipeline._run import OUTPUTS, run_audit
 from fairness.cli import main
 
 from conftest import write_recording_set
@@ -112,7 +112,7 @@ class TestBadInput:
     def test_malformed_rule_exits_2(self, tmp_path, capsys):
         from importlib import resources
 
-        raw = yaml.safe_load(resources.files("fairness").joinpath("suites/qwen-v0.1.yaml").read_text())
+        raw = yaml.safe_load(resources.files("fairness.suite").joinpath("builtin/qwen-v0.1.yaml").read_text())
         raw["rules"][0]["comparator"] = "~"
         p = tmp_path / "s.yaml"
         p.write_text(yaml.safe_dump(raw))

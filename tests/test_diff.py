@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+from importlib import resources
 
 import pytest
 import yaml
 
-from fairness._audit import AuditOptions
-from fairness._diff import diff_runs
-from fairness._rules import DecisionRule
-from fairness._run import run_audit
+from fairness.audit._audit import AuditOptions
+from fairness.audit._diff import diff_runs
+from fairness.suite._rules import DecisionRule
+from fairness.pipeline._run import run_audit
 from fairness.cli import main
 
 from conftest import write_recording_set
@@ -71,7 +72,7 @@ def test_regression_rule_fails_only_with_confidence(runs):
 
 
 def test_cli_writes_json_and_markdown(runs, tmp_path, capsys):
-    suite = yaml.safe_load(open(__import__("fairness").__file__.replace("__init__.py", "suites/qwen-v0.1.yaml")))
+    suite = yaml.safe_load(resources.files("fairness.suite").joinpath("builtin/qwen-v0.1.yaml").read_text())
     suite["rules"].append({"id": "no-rise", "kind": "regression", "metric": "stereotype_kw_rate", "threshold": 0.02})
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(suite))
     code = main(["diff", str(runs / "base"), str(runs / "head" / "results.json"), "--suite", str(tmp_path / "s.yaml"),

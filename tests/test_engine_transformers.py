@@ -13,11 +13,11 @@ import json
 import pytest
 import yaml
 
-from fairness._errors import FairnessError
-from fairness._generate import generate, shard_cases
-from fairness._recording import MANIFEST, RECORDS, ModelInfo
-from fairness._suite import Suite, parse_suite
-from fairness.engines.transformers import batch_seed, plan_batches
+from fairness._util.errors import FairnessError
+from fairness.generate._loop import generate, shard_cases
+from fairness.recordings._store import MANIFEST, RECORDS, ModelInfo
+from fairness.suite._suite import Suite, parse_suite
+from fairness.generate.engines.transformers import batch_seed, plan_batches
 
 MAX_NEW = 12
 
@@ -83,7 +83,7 @@ def engine():
     for module in ("torch", "transformers", "gguf", "accelerate"):
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"{module} is not installed")
-    from fairness._models import locate
+    from fairness.generate._model_fetch import locate
 
     try:
         path = locate("smollm2")
@@ -91,7 +91,7 @@ def engine():
         pytest.skip(str(exc))
     import torch
 
-    from fairness.engines.transformers import TransformersEngine
+    from fairness.generate.engines.transformers import TransformersEngine
 
     torch.set_num_threads(1)  # a 135M model gains little from more, and loses a lot when cores are busy
     with pytest.MonkeyPatch.context() as mp:
@@ -160,7 +160,7 @@ class TestLive:
             assert rec["prompt_tokens"] == len(engine.tokenizer(rendered, add_special_tokens=False)["input_ids"])
 
     def test_greedy_reports_no_sampling_processors(self, engine):
-        from fairness._records import SamplingParams
+        from fairness.suite._case import SamplingParams
 
         eff = engine.effective_sampling(SamplingParams(temperature=0, top_p=1, max_new_tokens=4))
         assert eff["do_sample"] is False and eff["processors"] == [] and eff["top_k"] is None

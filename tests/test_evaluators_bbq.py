@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fairness._errors import FairnessError
+from fairness._util.errors import FairnessError
 from fairness.evaluators.bbq import (
     BbqItem,
     Parsed,
@@ -280,8 +280,8 @@ class TestRecordedSample:
 def test_recordings_regenerate(tmp_path):
     """The test model answers the first items exactly as recorded (greedy, seed 1)."""
     pytest.importorskip("xllamacpp")
-    from fairness import _models
-    from fairness.engines.llamacpp import LlamaCppEngine
+    from fairness.generate import _model_fetch as _models
+    from fairness.generate.engines.llamacpp import LlamaCppEngine
     from fairness.evaluators.bbq_recordings import _case
 
     try:

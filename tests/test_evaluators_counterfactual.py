@@ -7,9 +7,9 @@ import time
 import numpy as np
 import pytest
 
-from fairness._errors import FairnessError
-from fairness._records import Recording
-from fairness._suite import load_suite
+from fairness._util.errors import FairnessError
+from fairness.recordings._record import Recording
+from fairness.suite._suite import load_suite
 from fairness.evaluators.counterfactual import counterfactual_divergence
 
 FAST = dict(n_resamples=300, n_permutations=199)

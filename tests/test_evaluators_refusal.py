@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fairness._suite import load_suite
+from fairness.suite._suite import load_suite
 from fairness.evaluators.refusal import (
     Format,
     classify,

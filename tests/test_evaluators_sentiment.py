@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from fairness._errors import FairnessError
+from fairness._util.errors import FairnessError
 from fairness.evaluators.sentiment import (
     ENTRY_POINT_GROUP,
     LexicalToxicityScorer,

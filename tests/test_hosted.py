@@ -12,16 +12,16 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from fairness import cli
-from fairness._dry_run import load_prices, plan_dry_run
-from fairness._errors import FairnessError
-from fairness._generate import generate
-from fairness._recording import MANIFEST, RECORDS, ModelInfo, iter_records, read_manifest
-from fairness._suite import parse_suite
-from fairness.engines._retry import RetryPolicy, parse_retry_after
-from fairness.engines.anthropic_engine import AnthropicEngine
-from fairness.engines.hosted import ProviderConfig, ProviderError, load_provider_config
-from fairness.engines.openai_engine import OpenAIEngine
+from fairness.cli import _main as cli
+from fairness.generate._dry_run import load_prices, plan_dry_run
+from fairness._util.errors import FairnessError
+from fairness.generate._loop import generate
+from fairness.recordings._store import MANIFEST, RECORDS, ModelInfo, iter_records, read_manifest
+from fairness.suite._suite import parse_suite
+from fairness.generate.engines._retry import RetryPolicy, parse_retry_after
+from fairness.generate.engines.anthropic_engine import AnthropicEngine
+from fairness.generate.engines.hosted import ProviderConfig, ProviderError, load_provider_config
+from fairness.generate.engines.openai_engine import OpenAIEngine
 
 OPENAI_KEY = "sk-test-openai-0123456789abcdef"
 ANTHROPIC_KEY = "sk-ant-test-0123456789abcdef"

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from fairness import parse_suite
-from fairness._generate import generate
-from fairness._recording import RECORDS, RecordingSet, ReplayProvider, merge_recordings
+from fairness.generate._loop import generate
+from fairness.recordings._store import RECORDS, RecordingSet, ReplayProvider, merge_recordings
 
 pytestmark = pytest.mark.live
 
@@ -29,7 +29,7 @@ TINY = {
 
 @pytest.fixture(scope="module")
 def model_path():
-    from fairness import _models
+    from fairness.generate import _model_fetch as _models
 
     try:
         return _models.locate("smollm2")
@@ -40,7 +40,7 @@ def model_path():
 @pytest.fixture(scope="module")
 def engine(model_path):
     pytest.importorskip("xllamacpp")
-    from fairness.engines.llamacpp import LlamaCppEngine
+    from fairness.generate.engines.llamacpp import LlamaCppEngine
 
     eng = LlamaCppEngine(model_path, threads=2)
     yield eng
@@ -51,8 +51,8 @@ def engine(model_path):
 def model_info(model_path):
     from argparse import Namespace
 
-    from fairness import _models
-    from fairness._engine_factory import _model_info
+    from fairness.generate import _model_fetch as _models
+    from fairness.generate._factory import _model_info
 
     return _model_info(Namespace(model_id=None), model_path, _models.KNOWN_MODELS["smollm2"])
 

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from fairness import FairnessError, SamplingParams
-from fairness._recording import (
+from fairness.recordings._store import (
     RECORDS,
     RecordingSet,
     RecordWriter,
@@ -18,7 +18,7 @@ from fairness._recording import (
     record_line,
     repair_tail,
 )
-from fairness._generate import parse_shard, require_live_opt_in, shard_cases
+from fairness.generate._loop import parse_shard, require_live_opt_in, shard_cases
 from fairness.cli import main
 
 from conftest import DEFAULT_RECORDINGS, write_recording_set

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fairness._score import COLUMNS, load_rubric, score_texts
+from fairness.score._rubric import COLUMNS, load_rubric, score_texts
 
 
 def one(text: str, mode: str = "paper") -> dict[str, int]:
@@ -111,7 +111,7 @@ def test_fast_scan_equals_the_pure_python_fallback(monkeypatch):
     """The Aho–Corasick path and the str.count fallback score every output identically."""
     import random
 
-    from fairness import _score
+    from fairness.score import _rubric as _score
 
     rng = random.Random(3)
     words = ["leader", "leadership", "threat", "threathreat", "Muslim", "muslimuslim", "miss", "mission", "I can't",

@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from fairness._audit import AuditOptions, audit
-from fairness._gate import EXIT_CODES, check_state, exit_code, overall_state
-from fairness._metric_catalog import METRICS
-from fairness._metrics import build_design, metric_matrix, scopes
-from fairness._records import Case, Recording, SamplingParams
-from fairness._rules import DecisionRule
-from fairness._score import score_texts
-from fairness._stats import (
+from fairness.audit._audit import AuditOptions, audit
+from fairness.audit._gate import EXIT_CODES, check_state, exit_code, overall_state
+from fairness.score._catalog import METRICS
+from fairness.audit._metrics import build_design, metric_matrix, scopes
+from fairness.suite._case import Case, SamplingParams
+from fairness.recordings._record import Recording
+from fairness.suite._rules import DecisionRule
+from fairness.score._rubric import score_texts
+from fairness.audit._stats import (
     benjamini_hochberg,
     bootstrap_weights,
     gap_interval,
@@ -139,7 +140,7 @@ def _recs(cases, texts):
 
 class TestNaNSemantics:
     def test_underpowered_slices_give_nan_and_an_undefined_gate(self, default_suite, tmp_path):
-        from fairness._recording import RecordingSet
+        from fairness.recordings._store import RecordingSet
 
         from conftest import write_recording_set
 

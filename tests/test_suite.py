@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from fairness import FairnessError, load_suite, parse_suite
-from fairness._suite import BUILTIN_SUITES
+from fairness.suite._suite import BUILTIN_SUITES
 from fairness.cli import main
 
 
@@ -20,7 +20,7 @@ from fairness.cli import main
 def raw_default() -> dict:
     from importlib import resources
 
-    return yaml.safe_load(resources.files("fairness").joinpath("suites/qwen-v0.1.yaml").read_text())
+    return yaml.safe_load(resources.files("fairness.suite").joinpath("builtin/qwen-v0.1.yaml").read_text())
 
 
 class TestDefaultGrid:

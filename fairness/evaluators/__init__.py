@@ -5,9 +5,9 @@ function of them plus a seed, and returns a frozen dataclass with point estimate
 cluster-bootstrap intervals and a caveat.
 """
 
-from ._inputs import Sample
-from ._resample import GroupRates, Interval
-from .bbq import (
+from fairness.evaluators._inputs import Sample
+from fairness.evaluators._resample import GroupRates, Interval
+from fairness.evaluators.bbq import (
     BbqItem,
     BbqReport,
     BbqScores,
@@ -19,10 +19,10 @@ from .bbq import (
     parse_answer,
     sample_path,
 )
-from .bbq_recordings import BbqManifest, record_bbq, replay_bbq
-from .counterfactual import CounterfactualReport, Divergence, counterfactual_divergence
-from .refusal import RefusalReport, classify, paper_refusal, refusal_disparity, requested_format
-from .sentiment import (
+from fairness.evaluators.bbq_recordings import BbqManifest, record_bbq, replay_bbq
+from fairness.evaluators.counterfactual import CounterfactualReport, Divergence, counterfactual_divergence
+from fairness.evaluators.refusal import RefusalReport, classify, paper_refusal, refusal_disparity, requested_format
+from fairness.evaluators.sentiment import (
     LexicalToxicityScorer,
     ScoreDisparity,
     TextScorer,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Hashable, NamedTuple, Sequence, Union
 
-from .._errors import FairnessError
-from .._records import Recording
+from fairness._util.errors import FairnessError
+from fairness.recordings._record import Recording
 
 
 class Sample(NamedTuple):

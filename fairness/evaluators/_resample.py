@@ -20,8 +20,8 @@ from typing import Hashable, Sequence
 import numpy as np
 from scipy import stats
 
-from .._errors import FairnessError
-from .._stats import bootstrap_weights
+from fairness._util.errors import FairnessError
+from fairness.audit._stats import bootstrap_weights
 
 
 @dataclass(frozen=True)

@@ -43,9 +43,9 @@ from typing import Literal, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .._errors import FairnessError
-from ._resample import Interval, check_iv, cluster_sums, encode, percentile, ratio, weights
-from ._text import normalise
+from fairness._util.errors import FairnessError
+from fairness.evaluators._resample import Interval, check_iv, cluster_sums, encode, percentile, ratio, weights
+from fairness.evaluators._text import normalise
 
 LETTERS = "ABC"
 PROMPT_VERSION = "bbq-letter-v1"
@@ -152,7 +152,7 @@ def load_bbq(path: str | Path) -> list[BbqItem]:
 
 def sample_path() -> Path:
     """The hand-written BBQ-format sample shipped with the package (not BBQ data)."""
-    return Path(str(resources.files("fairness").joinpath("data/bbq_sample.jsonl")))
+    return Path(str(resources.files("fairness.evaluators").joinpath("bbq_sample.jsonl")))
 
 
 def bbq_prompt(item: BbqItem) -> str:

@@ -29,11 +29,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .._canonical import sha256_file
-from .._errors import FairnessError
-from .._recording import BackendInfo, DataFile, ModelInfo, content_key, today, verify_files, write_atomic
-from .._records import Case, SamplingParams
-from .bbq import PROMPT_VERSION, BbqItem, bbq_prompt, load_bbq
+from fairness._util.canonical import sha256_file
+from fairness._util.errors import FairnessError
+from fairness.recordings._store import BackendInfo, DataFile, ModelInfo, content_key, today, verify_files, write_atomic
+from fairness.suite._case import Case, SamplingParams
+from fairness.evaluators.bbq import PROMPT_VERSION, BbqItem, bbq_prompt, load_bbq
 
 MANIFEST = "manifest.json"
 RECORDS = "records.jsonl"
@@ -216,10 +216,10 @@ SAMPLE_SYSTEM_PROMPT = "You are a helpful assistant."
 
 def record_sample(out_root: Path = SAMPLE_RECORDINGS, *, threads: int = 1) -> BbqManifest:
     """Answer the shipped sample with the SmolLM2 test model (live: needs the opt-in)."""
-    from .. import _models
-    from .._generate import require_live_opt_in
-    from ..engines.llamacpp import LlamaCppEngine
-    from .bbq import sample_path
+    from fairness.generate import _model_fetch as _models
+    from fairness.generate._loop import require_live_opt_in
+    from fairness.generate.engines.llamacpp import LlamaCppEngine
+    from fairness.evaluators.bbq import sample_path
 
     require_live_opt_in(False)
     spec = _models.KNOWN_MODELS["smollm2"]
@@ -241,7 +241,7 @@ def record_sample(out_root: Path = SAMPLE_RECORDINGS, *, threads: int = 1) -> Bb
         return record_bbq(
             load_bbq(sample_path()), sample_path(), engine, model, out_root / spec.model_id,
             system_prompt=SAMPLE_SYSTEM_PROMPT,
-            description="fairness/data/bbq_sample.jsonl: 32 hand-written BBQ-format items (religion, gender identity)",
+            description="fairness/evaluators/bbq_sample.jsonl: 32 hand-written BBQ-format items (religion, gender identity)",
         )
     finally:
         engine.close()

@@ -39,12 +39,12 @@ from typing import Hashable, Iterable, Literal, Sequence
 import numpy as np
 from scipy import sparse
 
-from .._errors import FairnessError
-from ._inputs import Data, Sample, as_samples, group_terms
-from ._resample import Interval, check_iv, cluster_sums, encode, percentile, ratio, weights
-from ._text import masker, words
-from .refusal import classify
-from .sentiment import TextScorer, checked_scores, load_scorer
+from fairness._util.errors import FairnessError
+from fairness.evaluators._inputs import Data, Sample, as_samples, group_terms
+from fairness.evaluators._resample import Interval, check_iv, cluster_sums, encode, percentile, ratio, weights
+from fairness.evaluators._text import masker, words
+from fairness.evaluators.refusal import classify
+from fairness.evaluators.sentiment import TextScorer, checked_scores, load_scorer
 
 Component = Literal["sentiment", "refusal", "length", "lexical"]
 COMPONENTS: tuple[Component, ...] = ("sentiment", "refusal", "length", "lexical")

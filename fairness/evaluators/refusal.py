@@ -25,9 +25,9 @@ from typing import Literal
 
 import numpy as np
 
-from ._inputs import Data, as_samples
-from ._resample import GroupRates, check_iv, group_rates
-from ._text import normalise, words
+from fairness.evaluators._inputs import Data, as_samples
+from fairness.evaluators._resample import GroupRates, check_iv, group_rates
+from fairness.evaluators._text import normalise, words
 
 Label = Literal["refusal", "disclaimer", "none"]
 

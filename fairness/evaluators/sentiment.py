@@ -25,10 +25,10 @@ from typing import Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from .._errors import FairnessError
-from ._inputs import Data, as_samples
-from ._resample import GroupRates, check_iv, group_rates
-from ._text import normalise
+from fairness._util.errors import FairnessError
+from fairness.evaluators._inputs import Data, as_samples
+from fairness.evaluators._resample import GroupRates, check_iv, group_rates
+from fairness.evaluators._text import normalise
 
 ENTRY_POINT_GROUP = "fairness.scorers"
 

@@ -1,0 +1,17 @@
+"""The one pydantic base for records and configuration: frozen where records, strict everywhere."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Strict(BaseModel):
+    """Unknown keys are an error, so a typo in a file is never silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Frozen(BaseModel):
+    """An immutable record handed from one pipeline stage to the next."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")

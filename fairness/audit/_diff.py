@@ -1,0 +1,271 @@
+"""Base-vs-head diff: did a change make a metric's worst slice or gap worse, with confidence?
+
+Each side is an output directory of `run` (results.json + transcripts.jsonl). When both
+grids hold the same rows, the comparison is **paired**: one cluster-bootstrap weight
+matrix over template cells drives both sides, so shared prompt-level variation cancels.
+Otherwise each side is resampled independently (unpaired). The interval for the change
+is the percentile interval of the resampled differences.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from fairness._util.canonical import json_number
+from fairness._util.errors import FairnessError
+from fairness.audit._gate import EXIT_CODES, State, overall_state
+from fairness.score._catalog import METRICS, MetricSpec
+from fairness.suite._rules import DecisionRule
+from fairness.audit._stats import bootstrap_weights
+
+DIFF_SCHEMA_VERSION = "1.0"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One run's per-row data, encoded for resampling."""
+
+    results: dict[str, Any]
+    row_ids: list[str]
+    slices: list[str]
+    slice_codes: np.ndarray
+    family: np.ndarray
+    families: list[str]
+    cell_keys: list[str]
+    Y: np.ndarray
+    specs: list[MetricSpec]
+
+
+def _results_path(path: Path) -> Path:
+    return path / "results.json" if path.is_dir() else path
+
+
+def load_side(path: str | Path) -> Side:
+    rp = _results_path(Path(path))
+    try:
+        results = json.loads(rp.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FairnessError(f"no results at `{rp}` (pass a `run` output directory or its results.json)") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise FairnessError(f"cannot read `{rp}`: {exc}") from None
+    if not isinstance(results, dict) or "schema_version" not in results or "slices" not in results:
+        raise FairnessError(f"`{rp}` is not a results.json written by `llm-fairness-check run`")
+    tp = rp.parent / "transcripts.jsonl"
+    if not tp.is_file():
+        raise FairnessError(f"`{tp}` is missing: `diff` needs the per-row transcripts written next to results.json")
+    rows = []
+    try:
+        with open(tp, encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    rows.append(json.loads(line))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise FairnessError(f"cannot read `{tp}`: {exc}") from None
+    slices = list(results["slices"])
+    s_index = {s: i for i, s in enumerate(slices)}
+    families = list(dict.fromkeys(r["family"] for r in rows))
+    f_index = {f: i for i, f in enumerate(families)}
+    specs = list(METRICS.values())
+    try:
+        Y = np.array([[float(r["scores"][m.column]) for m in specs] for r in rows])
+        codes = np.array([s_index[r["slice_id"]] for r in rows], dtype=np.int64)
+    except KeyError as exc:
+        raise FairnessError(f"`{tp}` lacks {exc} in some row") from None
+    cell_keys = [
+        f"{r['family']}|{r['paraphrase_id']}|{json.dumps(r['placeholders'], sort_keys=True)}|{r['regime']}" for r in rows
+    ]
+    return Side(
+        results=results, row_ids=[r["row_id"] for r in rows], slices=slices, slice_codes=codes,
+        family=np.array([f_index[r["family"]] for r in rows], dtype=np.int64), families=families,
+        cell_keys=cell_keys, Y=Y.reshape(len(rows), len(specs)), specs=specs,
+    )
+
+
+class Change(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    metric: str
+    scope: str
+    statistic: str
+    base: float | None
+    head: float | None
+    change: float | None
+    ci: list[float | None] | None
+    verdict: str
+    """`regressed`, `improved` or `unchanged` (the interval for the change excludes 0, or not)."""
+
+
+class RegressionCheck(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    rule: str
+    scope: str
+    change: float | None
+    ci: list[float | None] | None
+    threshold: float
+    state: State
+    reason: str
+
+
+class DiffResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: str = DIFF_SCHEMA_VERSION
+    base: dict[str, Any]
+    head: dict[str, Any]
+    paired: bool
+    bootstrap: int
+    seed: int
+    changes: list[Change]
+    checks: list[RegressionCheck]
+    state: State
+    exit_code: int
+
+
+def _stat(values: np.ndarray, spec: MetricSpec, statistic: str, n: np.ndarray) -> np.ndarray:
+    """values: (..., S) per-slice means → the statistic over slices (...)."""
+    if statistic == "max_minus_min":
+        return np.nanmax(values, axis=-1) - np.nanmin(values, axis=-1)
+    if statistic == "rate":
+        return np.nansum(values * n, axis=-1) / np.sum(n)
+    return np.nanmin(values, axis=-1) if spec.higher_is_worse is False else np.nanmax(values, axis=-1)
+
+
+def _cells(side: Side, mask: np.ndarray, cell_index: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (cell, slice) sums (C × S × M) and counts (C × S) over `mask`."""
+    C, S, M = len(cell_index), len(side.slices), side.Y.shape[1]
+    cl = np.array([cell_index[k] for k, keep in zip(side.cell_keys, mask) if keep], dtype=np.int64)
+    key = cl * S + side.slice_codes[mask]
+    T = np.zeros((C * S, M))
+    np.add.at(T, key, side.Y[mask])
+    N = np.bincount(key, minlength=C * S).astype(float)
+    return T.reshape(C, S, M), N.reshape(C, S), np.bincount(side.slice_codes[mask], minlength=S).astype(float)
+
+
+def _boot_stat(T, N, W, spec_i, spec, statistic, n):
+    sums = np.einsum("bc,cs->bs", W, T[:, :, spec_i])
+    cnt = W @ N
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _stat(sums / cnt, spec, statistic, n)
+
+
+def diff_runs(base_path: str | Path, head_path: str | Path, *, rules: list[DecisionRule] | None = None,
+              B: int = 2000, seed: int = 20260325, alpha: float = 0.05) -> DiffResult:
+    base, head = load_side(base_path), load_side(head_path)
+    if base.slices != head.slices:
+        raise FairnessError(f"base and head audit different slices ({base.slices} vs {head.slices})")
+    paired = base.row_ids == head.row_ids
+    rng = np.random.default_rng(seed)
+    scopes = ["overall"] + [f"family={f}" for f in head.families if f in base.families]
+    changes: list[Change] = []
+    boot: dict[tuple[str, str, str], tuple[float, float, np.ndarray]] = {}
+    for scope in scopes:
+        fam = scope.split("=", 1)[1] if "=" in scope else None
+        masks = []
+        for side in (base, head):
+            masks.append(np.ones(len(side.row_ids), bool) if fam is None else side.family == side.families.index(fam))
+        if paired:
+            keys = list(dict.fromkeys(k for k, m in zip(head.cell_keys, masks[1]) if m))
+            idx = {k: i for i, k in enumerate(keys)}
+            Wb = Wh = bootstrap_weights(len(keys), B, rng)
+            ib = ih = idx
+        else:
+            kb = list(dict.fromkeys(k for k, m in zip(base.cell_keys, masks[0]) if m))
+            kh = list(dict.fromkeys(k for k, m in zip(head.cell_keys, masks[1]) if m))
+            ib, ih = {k: i for i, k in enumerate(kb)}, {k: i for i, k in enumerate(kh)}
+            Wb, Wh = bootstrap_weights(len(kb), B, rng), bootstrap_weights(len(kh), B, rng)
+        Tb, Nb, nb = _cells(base, masks[0], ib)
+        Th, Nh, nh = _cells(head, masks[1], ih)
+        for i, spec in enumerate(head.specs):
+            if spec.higher_is_worse is None:
+                continue
+            for statistic in ("worst_slice", "max_minus_min"):
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    pb = float(_stat(Tb[:, :, i].sum(0) / nb, spec, statistic, nb))
+                    ph = float(_stat(Th[:, :, i].sum(0) / nh, spec, statistic, nh))
+                d = _boot_stat(Th, Nh, Wh, i, spec, statistic, nh) - _boot_stat(Tb, Nb, Wb, i, spec, statistic, nb)
+                d = d[np.isfinite(d)]
+                lo, hi = (np.quantile(d, [alpha / 2, 1 - alpha / 2]) if len(d) else (math.nan, math.nan))
+                change = ph - pb
+                worse = change if spec.higher_is_worse else -change
+                w_lo, w_hi = (lo, hi) if spec.higher_is_worse else (-hi, -lo)
+                verdict = "regressed" if w_lo > 0 else "improved" if w_hi < 0 else "unchanged"
+                if statistic == "max_minus_min":
+                    w_lo, w_hi = lo, hi
+                    verdict = "regressed" if lo > 0 else "improved" if hi < 0 else "unchanged"
+                changes.append(Change(metric=spec.name, scope=scope, statistic=statistic, base=json_number(pb), head=json_number(ph),
+                                      change=json_number(change), ci=[json_number(lo), json_number(hi)], verdict=verdict))
+                boot[(spec.name, scope, statistic)] = (change, worse, np.array([w_lo, w_hi]))
+    checks = _regression_checks(rules or [], changes)
+    state = overall_state([c.state for c in checks]) if checks else "pass"
+    return DiffResult(
+        base=_describe(base), head=_describe(head), paired=paired, bootstrap=B, seed=seed,
+        changes=changes, checks=checks, state=state, exit_code=EXIT_CODES[state],
+    )
+
+
+def _regression_checks(rules: list[DecisionRule], changes: list[Change]) -> list[RegressionCheck]:
+    out = []
+    for rule in rules:
+        if rule.kind != "regression":
+            continue
+        scopes = ["overall"] if rule.scope == "overall" else sorted({c.scope for c in changes if c.scope.startswith("family=")})
+        for scope in scopes:
+            ch = next((c for c in changes if c.metric == rule.metric and c.scope == scope and c.statistic == (
+                "worst_slice" if rule.statistic in ("worst_slice", "rate") else "max_minus_min")), None)
+            if ch is None or ch.change is None:
+                out.append(RegressionCheck(rule=rule.id, scope=scope, change=None, ci=None, threshold=rule.threshold,
+                                           state="undefined", reason="no change could be computed"))
+                continue
+            lo, hi = ch.ci or [None, None]
+            fired = rule.fires(ch.change)
+            bound = lo if rule.comparator in (">", ">=") else hi
+            if not fired:
+                state, reason = "pass", f"change {ch.change:+.4g} does not breach {rule.comparator} {rule.threshold:g}"
+            elif bound is not None and rule.fires(bound):
+                state, reason = "fail", f"change {ch.change:+.4g}, interval [{lo:.4g}, {hi:.4g}] lies beyond {rule.threshold:g}"
+            else:
+                state, reason = "illustrative", f"change {ch.change:+.4g} breaches {rule.threshold:g} but its interval straddles it"
+            out.append(RegressionCheck(rule=rule.id, scope=scope, change=ch.change, ci=ch.ci, threshold=rule.threshold,
+                                       state=state, reason=reason))
+    return out
+
+
+def _describe(side: Side) -> dict[str, Any]:
+    r = side.results
+    return {"suite": r["suite"]["name"], "suite_hash": r["suite"]["hash"], "model_id": r["recordings"]["model_id"],
+            "gate": r["gate"]["state"], "rows": len(side.row_ids)}
+
+
+def diff_md(d: DiffResult, limit: int = 40) -> str:
+    icon = {"pass": "✅", "fail": "❌", "illustrative": "⚠️", "undefined": "❔"}[d.state]
+    reg = [c for c in d.changes if c.verdict == "regressed"]
+    imp = [c for c in d.changes if c.verdict == "improved"]
+    lines = [
+        "### Base vs head",
+        "",
+        f"{icon} **{d.state.upper()}** — {len(reg)} metric changes regressed and {len(imp)} improved with 95% confidence "
+        f"({'paired by grid cell' if d.paired else 'unpaired: the grids differ'}; B={d.bootstrap}).",
+        "",
+    ]
+    if d.checks:
+        lines += ["| rule | scope | change [95% CI] | threshold | state |", "|---|---|---|---|---|"]
+        for c in d.checks:
+            ci = f" [{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]" if c.ci and None not in c.ci else ""
+            lines.append(f"| {c.rule} | {c.scope} | {'n/a' if c.change is None else f'{c.change:+.3f}'}{ci} | {c.threshold:g} | {c.state} |")
+        lines.append("")
+    shown = sorted(reg + imp, key=lambda c: -abs(c.change or 0))[:limit]
+    if shown:
+        lines += ["| metric | scope | statistic | base | head | change [95% CI] | verdict |", "|---|---|---|---|---|---|---|"]
+        for c in shown:
+            lines.append(f"| {c.metric} | {c.scope} | {c.statistic} | {c.base} | {c.head} | {c.change:+.3f} [{c.ci[0]:+.3f}, {c.ci[1]:+.3f}] | {c.verdict} |")
+    else:
+        lines.append("_No metric changed with 95% confidence._")
+    return "\n".join(lines) + "\n"

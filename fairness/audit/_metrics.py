@@ -1,0 +1,159 @@
+"""Metrics: per-slice rates and mean counts in every scope, worst slice, max−min gap.
+
+Everything is computed once, up front, from a `Design` (the grid coordinates of each
+scored output) and the score columns; the results are plain tables that later stages
+(stats, gate, report) look values up in.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from fairness.score._catalog import MetricSpec
+from fairness.suite._case import Case
+from fairness.score._rubric import ScoreTable
+
+
+@dataclass(frozen=True)
+class Factor:
+    """A categorical grid coordinate: its level names and each row's level index."""
+
+    name: str
+    levels: list[str]
+    codes: np.ndarray
+
+
+@dataclass(frozen=True)
+class Design:
+    """Grid coordinates of each scored row, encoded as integer codes."""
+
+    row_ids: list[str]
+    slices: list[str]
+    slice_codes: np.ndarray
+    factors: dict[str, Factor]
+    """`family`, `regime`, each placeholder column (e.g. `occupation`), `paraphrase`, `seed`."""
+    cluster: np.ndarray
+    """Template cell (family, paraphrase, placeholders, regime): all slices and seeds of one
+    prompt template. The unit of resampling: seeds of one prompt are not independent, and
+    resampling whole cells keeps the slices paired."""
+    n_clusters: int
+    scope_factors: tuple[str, ...]
+    """Factors that define report scopes (family, regime, placeholder columns)."""
+
+    @property
+    def n(self) -> int:
+        return len(self.row_ids)
+
+
+def _encode(values: Sequence[str], order: Sequence[str] | None = None) -> tuple[list[str], np.ndarray]:
+    levels = list(order) if order is not None else list(dict.fromkeys(values))
+    lookup = {v: i for i, v in enumerate(levels)}
+    return levels, np.fromiter((lookup[v] for v in values), dtype=np.int64, count=len(values))
+
+
+def build_design(cases: Sequence[Case], slice_order: Sequence[str], placeholder_columns: dict[str, str]) -> Design:
+    """Encode the cases' coordinates; `placeholder_columns` maps placeholder → column name."""
+    factors: dict[str, Factor] = {}
+
+    def add(name: str, values: list[str], order=None) -> None:
+        levels, codes = _encode(values, order)
+        factors[name] = Factor(name, levels, codes)
+
+    add("family", [c.family for c in cases])
+    add("regime", [c.regime for c in cases])
+    for ph, col in placeholder_columns.items():
+        add(col, [c.placeholders[ph] for c in cases])
+    add("paraphrase", [f"{c.family}.{c.paraphrase_id}" for c in cases])
+    add("seed", [str(c.seed) for c in cases])
+    slices, slice_codes = _encode([c.slice_id for c in cases], slice_order)
+    cell_keys = [(c.family, c.paraphrase_id, tuple(sorted(c.placeholders.items())), c.regime) for c in cases]
+    _, cluster = _encode(cell_keys)  # type: ignore[arg-type]
+    return Design(
+        row_ids=[c.row_id for c in cases],
+        slices=slices,
+        slice_codes=slice_codes,
+        factors=factors,
+        cluster=cluster,
+        n_clusters=int(cluster.max()) + 1 if len(cluster) else 0,
+        scope_factors=("family", "regime", *placeholder_columns.values()),
+    )
+
+
+@dataclass(frozen=True)
+class Scope:
+    """A subset of the grid: `overall`, `family=F1`, `family=F1,regime=low-entropy` …"""
+
+    name: str
+    conditions: tuple[tuple[str, str], ...]
+    mask: np.ndarray = field(repr=False)
+
+    @property
+    def depth(self) -> int:
+        return len(self.conditions)
+
+
+def scopes(design: Design, max_depth: int | None = None) -> list[Scope]:
+    """Every combination of scope factors: overall, each factor, each pair, … up to `max_depth`."""
+    out = [Scope("overall", (), np.ones(design.n, dtype=bool))]
+    names = design.scope_factors
+    depth = len(names) if max_depth is None else max_depth
+    for k in range(1, depth + 1):
+        for combo in itertools.combinations(names, k):
+            fs = [design.factors[f] for f in combo]
+            for levels in itertools.product(*(range(len(f.levels)) for f in fs)):
+                mask = np.ones(design.n, dtype=bool)
+                for f, lv in zip(fs, levels):
+                    mask &= f.codes == lv
+                if not mask.any():
+                    continue
+                cond = tuple((f.name, f.levels[lv]) for f, lv in zip(fs, levels))
+                out.append(Scope(",".join(f"{a}={b}" for a, b in cond), cond, mask))
+    return out
+
+
+def metric_matrix(scores: ScoreTable, metrics: Sequence[MetricSpec]) -> np.ndarray:
+    """(rows × metrics) float matrix of the per-output values each metric averages."""
+    return np.column_stack([scores.columns[m.column].astype(np.float64) for m in metrics])
+
+
+@dataclass(frozen=True)
+class SliceTable:
+    """Per-slice values of every metric in one scope."""
+
+    scope: Scope
+    n: np.ndarray
+    """Rows per slice (S,)."""
+    sums: np.ndarray
+    """Per-slice sums (S × M)."""
+
+    @property
+    def values(self) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return self.sums / self.n[:, None]
+
+
+def slice_table(design: Design, Y: np.ndarray, scope: Scope) -> SliceTable:
+    S = len(design.slices)
+    codes = design.slice_codes[scope.mask]
+    n = np.bincount(codes, minlength=S).astype(np.float64)
+    onehot = np.zeros((len(codes), S))
+    onehot[np.arange(len(codes)), codes] = 1.0
+    return SliceTable(scope, n, onehot.T @ Y[scope.mask])
+
+
+def worst_index(values: np.ndarray, spec: MetricSpec) -> int | None:
+    """The worst slice: highest for harms and neutral metrics, lowest for goods (NaN-aware)."""
+    if np.all(np.isnan(values)):
+        return None
+    return int(np.nanargmin(values) if spec.higher_is_worse is False else np.nanargmax(values))
+
+
+def gap(values: np.ndarray) -> float:
+    if np.all(np.isnan(values)):
+        return math.nan
+    return float(np.nanmax(values) - np.nanmin(values))

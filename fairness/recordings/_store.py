@@ -1,0 +1,401 @@
+"""The recording store: manifest + JSONL records, written resumably and replayed verified.
+
+Layout of a recording set (`recordings/<suite>/<model>/`)::
+
+    manifest.json    provenance, sha256 of each data file, row counts
+    records.jsonl    one `Recording` per grid row (or records.jsonl.gz)
+
+Records hold no timestamps, so regenerating a grid with the same settings and software
+reproduces the data file byte for byte; only the manifest carries dates.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import difflib
+import gzip
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from fairness._util.canonical import sha256_file, sha256_json
+from fairness._util.errors import FairnessError
+from fairness.suite._case import Case, SamplingParams
+from fairness.recordings._record import Recording
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+RECORDS = "records.jsonl"
+
+
+def content_key(model_id: str, system_prompt: str, prompt: str, params: SamplingParams, seed: int) -> str:
+    """sha256 of the canonical JSON of everything that determines an output.
+
+    Numbers are canonicalised, so `temperature: 0` and `temperature: 0.0` give one key.
+    """
+    return sha256_json(
+        {
+            "model": model_id,
+            "system_prompt": system_prompt,
+            "prompt": prompt,
+            "params": params.model_dump(),
+            "seed": int(seed),
+        }
+    )
+
+
+def grid_hash(cases: Iterable[Case], system_prompt: str) -> str:
+    """Hash of what the grid asks a model, independent of which model answers."""
+    return sha256_json(
+        {
+            "system_prompt": system_prompt,
+            "rows": [[c.row_id, c.prompt, c.params.model_dump(), c.seed] for c in cases],
+        }
+    )
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DataFile(_Model):
+    path: str
+    """Relative to the recording directory."""
+    sha256: str
+    rows: int
+
+
+class ModelInfo(_Model):
+    id: str
+    """The model id that enters every content key."""
+    source: str
+    """Where the weights came from (hub id, local file name, registry package)."""
+    weights_file: str | None = None
+    weights_sha256: str | None = None
+    is_audited_model: bool = True
+    """False when these are a stand-in test model's outputs, not the audited model's."""
+    note: str = ""
+
+
+class BackendInfo(_Model):
+    engine: str
+    """`llamacpp`, `transformers`, `openai`, `anthropic` …"""
+    versions: dict[str, str]
+    dtype: str
+    device: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class Manifest(_Model):
+    """Provenance of a recording set; `files` pins each data file by sha256."""
+
+    format_version: int = FORMAT_VERSION
+    suite: str
+    suite_version: str
+    suite_hash: str
+    grid_hash: str
+    model: ModelInfo
+    backend: BackendInfo
+    system_prompt: str
+    regimes: list[dict[str, Any]]
+    effective_sampling: dict[str, dict[str, Any]]
+    """Per regime, the sampling the engine really applied (defaults from the model's config included)."""
+    seeds: list[int]
+    batch_plan: dict[str, Any]
+    shard: str | None = None
+    """`K/N` when this set holds one deterministic shard of the grid."""
+    created: str
+    updated: str
+    expected_rows: int
+    """Grid rows this set (or shard) should hold."""
+    rows: int
+    complete: bool
+    files: list[DataFile]
+
+
+def today() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_manifest(directory: Path) -> Manifest:
+    path = directory / MANIFEST
+    if not directory.is_dir():
+        raise FairnessError(f"recordings directory `{directory}` does not exist or is not a directory")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FairnessError(f"recordings directory `{directory}` has no {MANIFEST}") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise FairnessError(f"cannot read `{path}`: {exc}") from None
+    try:
+        return Manifest.model_validate(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise FairnessError(f"`{path}` is not a valid manifest: `{loc}`: {first['msg']}") from None
+
+
+def write_manifest(directory: Path, manifest: Manifest) -> None:
+    write_atomic(directory / MANIFEST, json.dumps(manifest.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n")
+
+
+def record_line(rec: Recording) -> str:
+    """One record as one canonical JSON line (sorted keys: stable bytes)."""
+    return json.dumps(rec.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def _open_text(path: Path):
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def iter_records(path: Path) -> Iterator[Recording]:
+    with _open_text(path) as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield Recording.model_validate_json(line)
+            except ValidationError as err:
+                first = err.errors()[0]
+                loc = ".".join(str(p) for p in first["loc"])
+                raise FairnessError(f"`{path}` line {lineno} is not a valid record: `{loc}`: {first['msg']}") from None
+
+
+def verify_files(directory: Path, manifest: Manifest) -> None:
+    """Check every data file against the manifest's sha256 (tamper and truncation detection)."""
+    for f in manifest.files:
+        path = directory / f.path
+        if Path(f.path).is_absolute() or ".." in Path(f.path).parts:
+            raise FairnessError(f"manifest in `{directory}` names data file `{f.path}` outside the recording directory")
+        if not path.is_file():
+            raise FairnessError(f"data file `{path}` named in the manifest is missing")
+        if sha256_file(path) != f.sha256:
+            raise FairnessError(f"data file `{path}` does not match the sha256 in its manifest (edited or corrupted)")
+
+
+class RecordingSet:
+    """A verified, loaded recording directory."""
+
+    def __init__(self, directory: str | Path, *, verify: bool = True):
+        self.directory = Path(directory)
+        self.manifest = read_manifest(self.directory)
+        if verify:
+            verify_files(self.directory, self.manifest)
+        self.by_key: dict[str, Recording] = {}
+        self.by_row: dict[str, Recording] = {}
+        for f in self.manifest.files:
+            for rec in iter_records(self.directory / f.path):
+                if rec.key in self.by_key:
+                    raise FairnessError(f"`{self.directory / f.path}` records row `{rec.row_id}` twice")
+                self.by_key[rec.key] = rec
+                self.by_row[rec.row_id] = rec
+
+    def __len__(self) -> int:
+        return len(self.by_key)
+
+    def key_for(self, case: Case) -> str:
+        return content_key(self.manifest.model.id, self.manifest.system_prompt, case.prompt, case.params, case.seed)
+
+
+class ReplayProvider:
+    """Returns the recorded output for each grid row; never opens a socket."""
+
+    name = "replay"
+
+    def __init__(self, recordings: RecordingSet, system_prompt: str):
+        self.recordings = recordings
+        self.system_prompt = system_prompt
+        if recordings.manifest.system_prompt != system_prompt:
+            raise FairnessError(
+                f"recordings in `{recordings.directory}` were made with system prompt "
+                f"{recordings.manifest.system_prompt!r}, the suite asks for {system_prompt!r}"
+            )
+
+    def replay(self, cases: list[Case]) -> list[Recording]:
+        out = []
+        by_key = self.recordings.by_key
+        for case in cases:
+            rec = by_key.get(self.recordings.key_for(case))
+            if rec is None:
+                raise FairnessError(self._missing(case))
+            out.append(rec)
+        return out
+
+    def replay_available(self, cases: list[Case]) -> tuple[list[Case], list[Recording]]:
+        """The recorded subset of `cases` (for a set its manifest declares incomplete)."""
+        got = [(c, self.recordings.by_key.get(self.recordings.key_for(c))) for c in cases]
+        kept = [(c, r) for c, r in got if r is not None]
+        return [c for c, _ in kept], [r for _, r in kept]
+
+    def _missing(self, case: Case) -> str:
+        where = (
+            f"family {case.family} {case.paraphrase_id}, "
+            + ", ".join(f"{k}={v}" for k, v in case.placeholders.items())
+            + f", slice {case.slice_id}, regime {case.regime}, seed {case.seed}"
+        )
+        rs = self.recordings
+        same = rs.by_row.get(case.row_id)
+        if same is not None:
+            hint = f"row `{case.row_id}` is recorded under key {same.key[:12]}… with a different prompt, params or seed"
+        else:
+            near = difflib.get_close_matches(case.row_id, list(rs.by_row), n=1, cutoff=0.0)
+            hint = f"nearest recorded row `{near[0]}` (key {rs.by_row[near[0]].key[:12]}…)" if near else "no rows recorded"
+        return f"no recording for row `{case.row_id}` ({where}) in `{rs.directory}`; {hint}"
+
+
+# -- resumable writing ---------------------------------------------------------------
+
+
+def repair_tail(path: Path) -> int:
+    """Cut a half-written last line (an interrupted append); returns the bytes removed."""
+    if not path.exists():
+        return 0
+    size = path.stat().st_size
+    if size == 0:
+        return 0
+    with open(path, "rb+") as fh:
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) == b"\n":
+            return 0
+        # walk back to the previous newline
+        pos = size - 1
+        block = 4096
+        while pos > 0:
+            start = max(0, pos - block)
+            fh.seek(start)
+            chunk = fh.read(pos - start)
+            idx = chunk.rfind(b"\n")
+            if idx >= 0:
+                keep = start + idx + 1
+                fh.truncate(keep)
+                return size - keep
+            pos = start
+        fh.truncate(0)
+        return size
+
+
+class RecordWriter:
+    """Appends records durably: one complete line per write, fsynced, never a duplicate."""
+
+    def __init__(self, path: Path, valid_keys: set[str]):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.removed_bytes = repair_tail(path)
+        self.done: set[str] = set()
+        if path.exists():
+            for rec in iter_records(path):
+                if rec.key not in valid_keys:
+                    raise FairnessError(
+                        f"`{path}` holds row `{rec.row_id}` whose key is not in this grid "
+                        "(another suite, model or system prompt?); use a fresh --out directory"
+                    )
+                self.done.add(rec.key)
+        self._fh = open(path, "a", encoding="utf-8")
+
+    def append(self, recs: Iterable[Recording]) -> None:
+        text = "".join(record_line(r) for r in recs if r.key not in self.done)
+        if not text:
+            return
+        self._fh.write(text)
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        for r in recs:
+            self.done.add(r.key)
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+# -- merging shards --------------------------------------------------------------------
+
+
+def merge_recordings(sources: list[Path], out: Path, cases: list[Case], *, allow_gaps: bool = False) -> Manifest:
+    """Validate shard sets against one grid and write them as one set in grid order.
+
+    Duplicates are always an error; a gap is an error unless `allow_gaps`, which writes a
+    set its manifest declares incomplete (e.g. shards still running, to resume later)."""
+    if not sources:
+        raise FairnessError("`recordings merge` needs at least one source directory")
+    sets = [RecordingSet(s) for s in sources]
+    first = sets[0].manifest
+    for rs in sets[1:]:
+        m = rs.manifest
+        for field in ("suite_hash", "grid_hash", "system_prompt"):
+            if getattr(m, field) != getattr(first, field):
+                raise FairnessError(f"`{rs.directory}` has a different {field} from `{sets[0].directory}`")
+        if m.model.id != first.model.id:
+            raise FairnessError(f"`{rs.directory}` records model `{m.model.id}`, `{sets[0].directory}` `{first.model.id}`")
+    merged: dict[str, Recording] = {}
+    for rs in sets:
+        for key, rec in rs.by_key.items():
+            if key in merged:
+                raise FairnessError(f"row `{rec.row_id}` is recorded in more than one source (`{rs.directory}`)")
+            merged[key] = rec
+    key_of = {c.row_id: content_key(first.model.id, first.system_prompt, c.prompt, c.params, c.seed) for c in cases}
+    ordered = []
+    for c in cases:
+        rec = merged.pop(key_of[c.row_id], None)
+        if rec is None:
+            if allow_gaps:
+                continue
+            raise FairnessError(f"merged recordings have a gap: row `{c.row_id}` is in no source")
+        ordered.append(rec)
+    if merged:
+        stray = next(iter(merged.values()))
+        raise FairnessError(f"row `{stray.row_id}` in the sources is not part of the grid")
+    out.mkdir(parents=True, exist_ok=True)
+    if (out / MANIFEST).exists() or (out / RECORDS).exists():
+        raise FairnessError(f"`{out}` already holds recordings; merge into an empty directory")
+    write_atomic(out / RECORDS, "".join(record_line(r) for r in ordered))
+    manifest = first.model_copy(
+        update={
+            "shard": None,
+            "created": min(rs.manifest.created for rs in sets),
+            "updated": today(),
+            "expected_rows": len(cases),
+            "rows": len(ordered),
+            "complete": len(ordered) == len(cases),
+            "files": [DataFile(path=RECORDS, sha256=sha256_file(out / RECORDS), rows=len(ordered))],
+            "backend": first.backend.model_copy(
+                update={"details": {**first.backend.details, "merged_from": sorted(rs.manifest.shard or "whole" for rs in sets)}}
+            ),
+        }
+    )
+    write_manifest(out, manifest)
+    return manifest
+
+
+__all__ = [
+    "Manifest",
+    "RecordingSet",
+    "ReplayProvider",
+    "RecordWriter",
+    "content_key",
+    "grid_hash",
+    "merge_recordings",
+]

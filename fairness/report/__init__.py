@@ -1,0 +1,6 @@
+"""Stage 7 — rendering a `FairnessRun`: results.json, summary.md, the Fairness Card, JUnit XML."""
+
+from fairness.report._junit import junit_xml
+from fairness.report._render import card, card_md, card_yaml, results_json, summary_md
+
+__all__ = ["card", "card_md", "card_yaml", "junit_xml", "results_json", "summary_md"]

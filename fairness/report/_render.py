@@ -1,0 +1,340 @@
+"""Report: pure renderings of a `FairnessRun` — results.json, summary.md, card.yaml, card.md."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import re
+from typing import Any
+
+import yaml
+
+from fairness.audit._audit import FairnessRun
+from fairness.score._catalog import METRICS
+from fairness.suite._suite import Suite
+
+SUMMARY_CAP = 1024 * 1024 - 1
+"""GitHub rejects a job summary of 1 MiB or more."""
+
+ICONS = {"pass": "✅", "fail": "❌", "illustrative": "⚠️", "undefined": "❔"}
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:.{digits}f}".rstrip("0").rstrip(".") if x != 0 else "0.0"
+
+
+def _ci(ci: list[float | None] | None) -> str:
+    if not ci or ci[0] is None or ci[1] is None:
+        return ""
+    return f" [{_fmt(ci[0])}, {_fmt(ci[1])}]"
+
+
+def results_json(run: FairnessRun) -> str:
+    return json.dumps(run.model_dump(mode="json"), ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+
+
+def verdict_line(run: FairnessRun) -> str:
+    g = run.gate
+    fired = [c for c in run.rules if c.fired]
+    what = {
+        "pass": "no decision rule is breached",
+        "fail": "a decision rule is breached with confidence",
+        "illustrative": "a decision rule is breached at the point estimate, but the evidence does not clear the threshold",
+        "undefined": "the rules could not be evaluated (too little data or no rules)",
+    }[g.state]
+    extra = f" ({len(fired)}/{len(run.rules)} rule checks fired)" if run.rules else ""
+    return f"{ICONS[g.state]} **{g.state.upper()}** — {what}{extra}. Exit code {g.exit_code}."
+
+
+def _metric(run: FairnessRun, name: str):
+    return next(m for m in run.metrics if m.metric == name)
+
+
+def deciding_metric(run: FairnessRun) -> str:
+    fired = [c for c in run.rules if c.state != "pass"] or run.rules
+    return fired[0].metric if fired else "stereotype_kw_rate"
+
+
+def family_table_md(run: FairnessRun) -> str:
+    lines = [
+        "| family | worst_slice_stereotype | worst_slice_pilot_harm | refusal_delta | decision | gate |",
+        "|---|---|---|---|---|---|",
+    ]
+    st = _metric(run, "stereotype_kw_rate")
+    ph = _metric(run, "pilot_harm_rate")
+    for row in run.families:
+        scope = f"family={row.family}"
+        a = st.scopes[scope].worst_slice if scope in st.scopes else None
+        b = ph.scopes[scope].worst_slice if scope in ph.scopes else None
+        lines.append(
+            f"| {row.family} | {_fmt(row.worst_slice_stereotype)}{_ci(a.ci if a else None)} | {_fmt(row.worst_slice_pilot_harm)}{_ci(b.ci if b else None)} "
+            f"| {_fmt(row.refusal_delta)} | {row.decision} | {ICONS[row.state]} {row.state} |"
+        )
+    return "\n".join(lines)
+
+
+def worst_slices_md(run: FairnessRun) -> str:
+    lines = ["| metric | scope | worst slice | value [95% CI] | max−min gap [95% CI] | p (Holm) |", "|---|---|---|---|---|---|"]
+    for m in run.metrics:
+        if METRICS[m.metric].higher_is_worse is not True:
+            continue
+        for scope in ["overall"] + [f"family={f.family}" for f in run.families]:
+            sr = m.scopes.get(scope)
+            if sr is None or sr.worst_slice.value is None:
+                continue
+            if sr.worst_slice.value == 0:
+                continue
+            lines.append(
+                f"| {m.metric} | {scope} | {sr.worst_slice.slice} | {_fmt(sr.worst_slice.value)}{_ci(sr.worst_slice.ci)} "
+                f"| {_fmt(sr.max_minus_min.value)}{_ci(sr.max_minus_min.ci)} | {_fmt(sr.p_holm)} |"
+            )
+    return "\n".join(lines) if len(lines) > 2 else "_No harm metric fired in any slice._"
+
+
+def mermaid_chart(run: FairnessRun, metric: str) -> str:
+    m = _metric(run, metric)
+    threshold = next((c.threshold for c in run.rules if c.metric == metric), None)
+    present = [f for f in run.families if f"family={f.family}" in m.scopes]
+    values = [
+        v.value
+        for f in present
+        for v in m.scopes[f"family={f.family}"].by_slice.values()
+        if v.value is not None
+    ]
+    top = max(values + ([threshold] if threshold is not None else []) + [0.01])
+    lines = [
+        "```mermaid",
+        "xychart-beta",
+        f'    title "{metric} by slice and family"',
+        "    x-axis [" + ", ".join(f'"{s}"' for s in run.slices) + "]",
+        f'    y-axis "{metric}" 0 --> {round(top * 1.15, 4)}',
+    ]
+    for f in present:
+        sr = m.scopes[f"family={f.family}"]
+        lines.append("    bar [" + ", ".join(_fmt(sr.by_slice[s].value, 4) if sr.by_slice[s].value is not None else "0" for s in run.slices) + "]")
+    if threshold is not None:
+        lines.append("    line [" + ", ".join(str(threshold) for _ in run.slices) + "]")
+    lines.append("```")
+    legend = "Bars, left to right within each slice: " + ", ".join(f.family for f in present)
+    if threshold is not None:
+        legend += f"; the line is the threshold {threshold:g}."
+    return "\n".join(lines) + "\n\n" + legend
+
+
+def provenance_md(run: FairnessRun) -> str:
+    r = run.recordings
+    rows = [
+        ("suite", f"`{run.suite['name']}` v{run.suite['version']} (hash `{run.suite['hash'][:12]}`)"),
+        ("recordings", f"`{r['path']}` — {r['rows']} rows, manifest sha256 `{r['manifest_sha256'][:12]}`"),
+        ("model", f"`{r['model_id']}` via {r['engine']}" + ("" if r["is_audited_model"] else " — **test model, not the audited model**")),
+        ("scorer", f"lexical rubric `{run.scorer['rubric_version']}`, mode `{run.scorer['mode']}`"),
+        ("statistics", f"B={run.options['bootstrap']} cluster bootstrap, P={run.options['permutations']} permutations, seed {run.options['seed']}, α={run.options['alpha']}"),
+        ("tool", f"{run.tool['name']} {run.tool['version']}"),
+    ]
+    return "| | |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
+
+
+def summary_md(run: FairnessRun, *, extra_sections: list[str] | None = None) -> str:
+    parts = [f"## Fairness audit: `{run.suite['name']}` on `{run.recordings['model_id']}`", "", verdict_line(run), ""]
+    if run.gate.reasons:
+        parts += ["<details><summary>Why</summary>", ""] + [f"- {r}" for r in run.gate.reasons[:40]] + ["", "</details>", ""]
+    parts += ["### Per-family results", "", family_table_md(run), ""]
+    parts += ["Intervals are simultaneous 95% bounds over slices (cluster bootstrap over template cells)."]
+    if run.stability:
+        parts += ["", "### Verdict stability", ""] + [f"- {s.summary}" for s in run.stability]
+    metric = deciding_metric(run)
+    parts += ["", f"### `{metric}` per slice", "", mermaid_chart(run, metric), ""]
+    parts += ["### Worst slices", "", worst_slices_md(run), ""]
+    var = run.variance.get(metric)
+    if var:
+        share = var.get("slice", 0.0)
+        parts += [f"Variance decomposition of `{metric}`: the group (slice) effect is {share:.1%} of the variation; "
+                  + ", ".join(f"{k} {v:.1%}" for k, v in sorted(var.items(), key=lambda kv: -kv[1]) if k != "slice") + ".", ""]
+    if run.caveats:
+        parts += ["### Caveats", ""] + [f"- **{c.code}**{' (' + c.metric + ', ' + c.scope + ')' if c.metric else ''}: {c.message}" for c in run.caveats[:60]]
+        if len(run.caveats) > 60:
+            parts.append(f"- … {len(run.caveats) - 60} more in results.json")
+        parts.append("")
+    for section in extra_sections or []:
+        parts += [section, ""]
+    parts += ["### Provenance", "", provenance_md(run), ""]
+    return cap_summary("\n".join(parts))
+
+
+def cap_summary(text: str, cap: int = SUMMARY_CAP) -> str:
+    """Keep a summary under GitHub's 1 MiB limit, cutting at a line boundary with a note."""
+    data = text.encode("utf-8")
+    if len(data) <= cap:
+        return text
+    note = "\n\n_… summary truncated to stay under 1 MiB; see results.json for everything._\n"
+    keep = data[: cap - len(note.encode("utf-8"))].decode("utf-8", errors="ignore")
+    keep = keep[: keep.rfind("\n")] if "\n" in keep else keep
+    return keep + note
+
+
+# -- Fairness Card ---------------------------------------------------------------------------
+
+_HUB = re.compile(r"^([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)")
+
+
+def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None) -> dict[str, Any]:
+    """A Fairness Card (core + LLM extension schema) generated from this run."""
+    r = run.recordings
+    hub = _HUB.match(r["model_source"] or "")
+    test_model = not r["is_audited_model"]
+    slices = suite.slice_list
+    occupations = next((p.values for ph, p in suite.placeholders.items() if suite.column_for(ph) == "occupation"), None)
+    n_prompts = len(suite.templates) * len(slices) * math.prod(len(p.values) for p in suite.placeholders.values())
+    rows = [[f.family, f.worst_slice_stereotype, f.worst_slice_pilot_harm, f.refusal_delta, f.decision] for f in run.families]
+    notes = [f"System prompt held fixed at {suite.system_prompt!r}.", f"Recordings replayed from `{r['path']}` (engine {r['engine']})."]
+    if test_model:
+        notes.insert(0, r["model_note"])
+    data: dict[str, Any] = {
+        "card_version": "0.1.0",
+        "modality": "text",
+        "evaluation_date": evaluation_date or _dt.date.today().isoformat(),
+        "system": {
+            "name": r["model_id"],
+            "version": f"recorded {r['created'][:10]}",
+            "surface": "base-model",
+            **({"checkpoint_url": f"https://huggingface.co/{hub.group(1)}"} if hub else {}),
+            "notes": " ".join(notes),
+        },
+        "intended_use": {
+            "in_scope": [
+                "Illustrative probe of prompt-family sensitivity for a single LLM.",
+                "Pull-request gate on committed recordings (replay).",
+            ],
+            "out_of_scope": [
+                "Production deployment claims for any served system built on top of this model.",
+                "Hiring, credit, healthcare, or other allocative decisions.",
+                "Claims that generalise to other model versions or families.",
+            ]
+            + (["Any claim about the audited model: these recordings come from a stand-in test model."] if test_model else []),
+        },
+        "fairness_scope": {
+            "representational_harms": [
+                "Stereotype-keyword presence in generated text.",
+                "Demeaning-keyword presence in generated text.",
+                "Title-mention asymmetry across slices.",
+                "Identity-salience rate (when the model surfaces the protected attribute).",
+            ],
+            "access_harms": ["Per-slice refusal and deflection rates (kept-and-scored, not dropped)."],
+            "excluded": ["Downstream allocative harms (jobs, credit, services).", "Long-term feedback effects.", "Multi-turn dynamics."],
+        },
+        "protected_attributes": {
+            "slices": [dict(s) for s in slices],
+            "operationalisation": f"Attribute appears verbatim in the prompt via {{{suite.insertion.placeholder}}} → "
+            f"\"{suite.insertion.template}\"; no post-hoc demographic inference.",
+        },
+        "prompt_suite": {
+            "suite_name": suite.name,
+            "suite_hash": suite.hash,
+            "families": [
+                {"id": f.id, "name": f.name, "description": f.description, "template": f.paraphrases[0], "paraphrases": list(f.paraphrases)}
+                for f in suite.families
+            ],
+            **({"occupations": list(occupations)} if occupations else {}),
+            "attribute_insertion_rule": f"{{{suite.insertion.placeholder}}} is replaced by \"{suite.insertion.template}\" with all other tokens unchanged.",
+            "total_prompts": n_prompts,
+        },
+        "decoding": {
+            "regimes": [{"name": g.name, "temperature": g.temperature, "top_p": g.top_p, "max_new_tokens": g.max_new_tokens} for g in suite.regimes],
+            "seeds_per_prompt": len(suite.seeds),
+            "post_processing": "Strip leading/trailing whitespace only.",
+        },
+        "refusal_handling": {
+            "refusal_definition": "Output matches any refusal regex of the rubric (word-boundary, case-insensitive), e.g. \"i can't\", \"i cannot\", \"sorry\".",
+            "deflection_definition": "Output matches any deflection regex of the rubric, e.g. \"it depends\", \"avoid stereotypes\".",
+            "retention_policy": "kept-and-scored",
+        },
+        "scorer": {
+            "type": "lexical-rule",
+            "patterns_file": "fairness/score/rubric.yaml",
+            "thresholds": {f"{c.rule}_threshold": c.threshold for c in run.rules[:1]} or {},
+            "mode": run.scorer["mode"],
+        },
+        "metrics": [
+            {"name": m.metric, "definition": m.description, "unit": m.kind}
+            for m in run.metrics
+        ],
+        "decision_rules": [{"rule": _rule_text(rule), "rationale": rule.rationale or "Set in the suite."} for rule in suite.rules]
+        + [{"rule": "Report worst-slice values per metric, not just means.", "rationale": "Average and worst-case behaviour can differ by an order of magnitude."}],
+        "example_result": {
+            "description": "Computed by this run from the replayed recordings.",
+            "columns": ["family", "worst_slice_stereotype", "worst_slice_pilot_harm", "refusal_delta", "decision"],
+            "rows": rows,
+        },
+        "audit_result": {
+            "gate": run.gate.state,
+            "exit_code": run.gate.exit_code,
+            "verdict_stability": [s.summary for s in run.stability],
+            "caveats": [c.message for c in run.caveats if c.code in ("test-model", "scorer-mode", "stale-recordings", "incomplete-recordings", "interval-coverage")],
+            "intervals": run.tests,
+        },
+        "reproducibility": {
+            "code_url": "https://github.com/org/llm-fairness-check",
+            "license": "MIT",
+            "data_release": f"{r['path']} ({r['rows']} records)",
+            "seeds": list(suite.seeds),
+            "total_samples": run.n_rows,
+            "regen_command": f"llm-fairness-check run --suite {suite.name} --recordings {r['path']} --out out",
+        },
+    }
+    return data
+
+
+def _rule_text(rule) -> str:
+    return f"Flag when {rule.describe()}."
+
+
+def card_yaml(card_data: dict[str, Any]) -> str:
+    return yaml.safe_dump(card_data, sort_keys=False, allow_unicode=True, width=100)
+
+
+def card_md(c: dict[str, Any]) -> str:
+    s = c["system"]
+    out = [f"# Fairness Card — {s['name']}", "", f"_Card version `{c['card_version']}`, modality `{c['modality']}`._",
+           f"_Evaluation date: {c['evaluation_date']}._", "", "## System identification",
+           f"- **Model / version:** `{s['name']}`, {s['version']}", f"- **Surface:** `{s['surface']}`"]
+    if "checkpoint_url" in s:
+        out.append(f"- **Checkpoint:** <{s['checkpoint_url']}>")
+    out += [f"- **Notes:** {s['notes']}", "", "## Intended use", "**In-scope:**"] + [f"- {x}" for x in c["intended_use"]["in_scope"]]
+    out += ["", "**Out-of-scope:**"] + [f"- {x}" for x in c["intended_use"]["out_of_scope"]]
+    fs = c["fairness_scope"]
+    out += ["", "## Fairness scope", "**Representational harms:**"] + [f"- {x}" for x in fs["representational_harms"]]
+    out += ["", "**Access harms:**"] + [f"- {x}" for x in fs["access_harms"]] + ["", "**Excluded:**"] + [f"- {x}" for x in fs["excluded"]]
+    pa = c["protected_attributes"]
+    out += ["", "## Protected attributes", f"**Slices ({len(pa['slices'])}):**"]
+    out += ["- " + ", ".join(f"`{k}={v}`" for k, v in sl.items()) for sl in pa["slices"]]
+    out += ["", f"**Operationalisation:** {pa['operationalisation']}", "", "## Prompt suite", f"**Suite name:** `{c['prompt_suite']['suite_name']}`"]
+    for f in c["prompt_suite"]["families"]:
+        out += ["", f"### {f['id']} — {f['name']}", f"_{f['description']}_", "", f"Canonical template: `{f['template']}`", "",
+                f"Paraphrases ({len(f['paraphrases'])}):"] + [f"- `{p}`" for p in f["paraphrases"]]
+    if "occupations" in c["prompt_suite"]:
+        out += ["", f"**Occupations:** {', '.join(c['prompt_suite']['occupations'])}"]
+    out += [f"**Total prompts:** {c['prompt_suite']['total_prompts']}", "", "## Decoding", "| Regime | Temperature | top_p | max_new_tokens |", "|---|---|---|---|"]
+    out += [f"| {g['name']} | {g['temperature']} | {g['top_p']} | {g['max_new_tokens']} |" for g in c["decoding"]["regimes"]]
+    out += ["", f"**Seeds per prompt:** {c['decoding']['seeds_per_prompt']}", f"**Post-processing:** {c['decoding']['post_processing']}"]
+    rh = c["refusal_handling"]
+    out += ["", "## Refusal / deflection accounting", f"**Refusal definition:** {rh['refusal_definition']}", "",
+            f"**Deflection definition:** {rh['deflection_definition']}", "", f"**Retention policy:** `{rh['retention_policy']}`"]
+    sc = c["scorer"]
+    out += ["", "## Scorer", f"**Type:** `{sc['type']}` (mode `{sc['mode']}`)", f"**Patterns file:** `{sc['patterns_file']}`"]
+    out += ["", "## Metrics"] + [f"- **{m['name']}** _({m['unit']})_: {m['definition']}" for m in c["metrics"]]
+    out += ["", "## Decision rules"] + [f"- **Rule:** {d['rule']}\n  _Why:_ {d['rationale']}" for d in c["decision_rules"]]
+    er = c["example_result"]
+    out += ["", "## Result (this run)", "| " + " | ".join(er["columns"]) + " |", "|" + "---|" * len(er["columns"])]
+    out += ["| " + " | ".join(_fmt(v) if isinstance(v, float) or v is None else str(v) for v in row) + " |" for row in er["rows"]]
+    ar = c["audit_result"]
+    out += ["", f"**Gate:** {ICONS[ar['gate']]} `{ar['gate']}` (exit {ar['exit_code']})"]
+    out += [f"- {s_}" for s_ in ar["verdict_stability"]]
+    if ar["caveats"]:
+        out += ["", "**Caveats:**"] + [f"- {x}" for x in ar["caveats"]]
+    rp = c["reproducibility"]
+    out += ["", "## Reproducibility", f"- **Code:** <{rp['code_url']}>", f"- **License:** {rp['license']}", f"- **Data release:** `{rp['data_release']}`",
+            f"- **Seeds:** {rp['seeds']}", f"- **Total samples:** {rp['total_samples']}", f"- **Regenerate:** `{rp['regen_command']}`", ""]
+    return "\n".join(out)

@@ -1,0 +1,321 @@
+"""Score: the paper's lexical rubric over many outputs at once.
+
+`score_texts` returns a `ScoreTable`: one numpy column per flag or count, aligned with
+the input order (the caller keeps the row ids). The term lists live in
+`rubric.yaml`; nothing here hard-codes a keyword.
+
+Modes:
+    paper   Substring and regex semantics of the reference scorer, for parity: counts
+            are the sum over terms of non-overlapping occurrences (so "leadership"
+            counts `leader` and `leadership`), traps included.
+    strict  Whole words on apostrophe-normalised text (’ → '): a term must not touch a
+            letter, digit or apostrophe on either side; multi-word terms allow any
+            whitespace between words.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Literal, Sequence
+
+import numpy as np
+import yaml
+
+from fairness._util.canonical import sha256_text
+
+Mode = Literal["paper", "strict"]
+MODES: tuple[Mode, ...] = ("paper", "strict")
+
+FLAG_COLUMNS = (
+    "refusal",
+    "deflection",
+    "refusal_or_deflection",
+    "religion_mention",
+    "gendered_title",
+    "identity_salience",
+    "stereotype",
+    "demeaning",
+    "pilot_harm",
+)
+COUNT_COLUMNS = (
+    "stereotype_count",
+    "demeaning_count",
+    "positive_professional_count",
+    "caution_count",
+    "word_count",
+)
+COLUMNS = FLAG_COLUMNS + COUNT_COLUMNS
+
+
+@dataclass(frozen=True)
+class Rubric:
+    version: str
+    sha256: str
+    regex: dict[str, tuple[str, ...]]
+    terms: dict[str, tuple[str, ...]]
+
+
+@lru_cache(maxsize=1)
+def load_rubric() -> Rubric:
+    text = resources.files("fairness.score").joinpath("rubric.yaml").read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    regex, terms = {}, {}
+    for name, spec in data.items():
+        if name == "version":
+            continue
+        if spec["kind"] == "regex":
+            regex[name] = tuple(spec["patterns"])
+        else:
+            terms[name] = tuple(spec["terms"])
+    return Rubric(version=str(data["version"]), sha256=sha256_text(text), regex=regex, terms=terms)
+
+
+@dataclass(frozen=True)
+class ScoreTable:
+    """Per-output scores, column-wise. Flags are 0/1 int8; counts are int32."""
+
+    mode: Mode
+    columns: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.columns["word_count"])
+
+    def row(self, i: int) -> dict[str, int]:
+        return {k: int(v[i]) for k, v in self.columns.items()}
+
+
+# -- matchers -----------------------------------------------------------------------------
+
+
+def _normalise(texts: Sequence[str]) -> list[str]:
+    return [t.replace("’", "'").replace("‘", "'") for t in texts]
+
+
+@lru_cache(maxsize=None)
+def _regex_any(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One alternation per rubric list, run on lower-cased text: the same matches as
+    IGNORECASE on the rubric's lower-case patterns, about three times faster."""
+    return re.compile("|".join(f"(?:{p.lower()})" for p in patterns))
+
+
+@lru_cache(maxsize=None)
+def _strict_terms(terms: tuple[str, ...]) -> re.Pattern[str]:
+    alts = sorted((r"\s+".join(re.escape(w) for w in t.split()) for t in terms), key=len, reverse=True)
+    return re.compile(r"(?<![\w'])(?:" + "|".join(alts) + r")(?![\w'])")
+
+
+class _Corpus:
+    """All outputs joined by NUL, so each pattern scans the corpus once in C.
+
+    Match positions map back to outputs with one `searchsorted`; NUL is a non-word,
+    non-space character, so no pattern can match across two outputs.
+    """
+
+    def __init__(self, texts: Sequence[str]):
+        self.n = len(texts)
+        self.text = "\x00".join(texts)
+        if self.text.count("\x00") != max(self.n - 1, 0):  # an output holds NUL itself: blank it
+            texts = [t.replace("\x00", " ") for t in texts]
+            self.text = "\x00".join(texts)
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=self.n) + 1
+        self.starts = np.concatenate(([0], np.cumsum(lengths)[:-1])) if self.n else np.zeros(0, dtype=np.int64)
+
+    def counts(self, rx: re.Pattern[str]) -> np.ndarray:
+        pos = np.fromiter((m.start() for m in rx.finditer(self.text)), dtype=np.int64)
+        if not len(pos):
+            return np.zeros(self.n, dtype=np.int32)
+        doc = np.searchsorted(self.starts, pos, side="right") - 1
+        return np.bincount(doc, minlength=self.n).astype(np.int32)
+
+
+_META = set(".^$*+?{}[]\\|()")
+
+
+def literal_anchor(pattern: str) -> str | None:
+    """The longest literal prefix every match of a simple rubric regex must contain.
+
+    `\\bi can'?t\\b` → `i can`; None when the pattern does not start with a literal.
+    """
+    body = pattern[2:] if pattern.startswith("\\b") else pattern
+    out = []
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch in _META:
+            break
+        if i + 1 < len(body) and body[i + 1] in "?*{":
+            break
+        out.append(ch)
+        i += 1
+    return "".join(out) or None
+
+
+def _regex_flags(corpus: _Corpus, lowered: Sequence[str], patterns: tuple[str, ...]) -> np.ndarray:
+    """0/1 per output: does any pattern match? Cheap literal anchors, found with C-speed
+    `str.find` over the whole corpus, pick the few candidate outputs; only those are
+    searched with the full regex."""
+    anchors = [literal_anchor(p.lower()) for p in patterns]
+    if any(a is None for a in anchors):
+        return (corpus.counts(_regex_any(patterns)) > 0).astype(np.int8)
+    pos: list[int] = []
+    for a in set(anchors):
+        i = corpus.text.find(a)
+        while i != -1:
+            pos.append(i)
+            i = corpus.text.find(a, i + 1)
+    hits = set((np.searchsorted(corpus.starts, np.array(pos, dtype=np.int64), side="right") - 1).tolist())
+    return _flags_from_candidates(lowered, hits, patterns)
+
+
+def _substring_counts(corpus: _Corpus, lowered: Sequence[str], terms: tuple[str, ...]) -> np.ndarray:
+    """Sum over terms of non-overlapping occurrences (`str.count`, the reference semantics).
+
+    One C-speed `str.count` over the whole corpus first: an absent term costs nothing more;
+    a rare one is located with `str.find` and mapped to outputs by `searchsorted`; only a
+    common one is counted output by output.
+    """
+    total = np.zeros(corpus.n, dtype=np.int32)
+    text = corpus.text
+    for term in terms:
+        k = text.count(term)
+        if k == 0:
+            continue
+        if k > corpus.n // 8:
+            total += np.fromiter((t.count(term) for t in lowered), dtype=np.int32, count=corpus.n)
+            continue
+        pos = np.empty(k, dtype=np.int64)
+        i = text.find(term)
+        for j in range(k):
+            pos[j] = i
+            i = text.find(term, i + len(term))
+        total += np.bincount(np.searchsorted(corpus.starts, pos, side="right") - 1, minlength=corpus.n).astype(np.int32)
+    return total
+
+
+def _has_border(term: str) -> bool:
+    """True when a term can overlap itself ("aba"), where all-matches ≠ `str.count`."""
+    return any(term[:k] == term[-k:] for k in range(1, len(term)))
+
+
+@lru_cache(maxsize=1)
+def _automaton():
+    """One Aho–Corasick automaton over every substring term, or None without pyahocorasick.
+
+    It reports all occurrences of all terms in one pass over the corpus. That equals the
+    reference's non-overlapping `str.count` for terms that cannot overlap themselves; the
+    few that can ("threat", "muslim") are de-overlapped left to right afterwards.
+    """
+    try:
+        import ahocorasick
+    except ImportError:
+        return None
+    rubric = load_rubric()
+    cats = list(rubric.terms)
+    owners: dict[str, list[tuple[int, int, bool]]] = {}
+    for ci, cat in enumerate(cats):
+        for term in rubric.terms[cat]:
+            owners.setdefault(term, []).append((ci, len(term), _has_border(term)))
+    # the regex lists' literal anchors ride along, tagged with a negative id: one pass for all
+    regex_lists = list(rubric.regex)
+    for ri, name in enumerate(regex_lists):
+        for pattern in rubric.regex[name]:
+            anchor = literal_anchor(pattern.lower())
+            if anchor is None:
+                return None
+            if (-1 - ri, 0, False) not in owners.get(anchor, []):
+                owners.setdefault(anchor, []).append((-1 - ri, 0, False))
+    auto = ahocorasick.Automaton()
+    for word, own in owners.items():
+        # the common case (one owner, cannot overlap itself) is a bare int: the hot loop stays cheap
+        auto.add_word(word, own[0][0] if len(own) == 1 and not own[0][2] else tuple(own))
+    auto.make_automaton()
+    return auto, cats, regex_lists
+
+
+def _scan(corpus: _Corpus) -> tuple[dict[str, np.ndarray], dict[str, set[int]]] | None:
+    """One automaton pass: per-output term counts per list, and the outputs holding a regex
+    list's anchor (the only candidates for its full regex). None without pyahocorasick."""
+    ac = _automaton()
+    if ac is None:
+        return None
+    auto, cats, regex_lists = ac
+    ends, cat_ids, anchor_ends = [], [], {name: [] for name in regex_lists}
+    last_end: dict[tuple[int, int], int] = {}
+    for end, owners in auto.iter(corpus.text):
+        if owners.__class__ is int:
+            if owners >= 0:
+                ends.append(end)
+                cat_ids.append(owners)
+            else:
+                anchor_ends[regex_lists[-1 - owners]].append(end)
+            continue
+        for ci, length, bordered in owners:
+            if ci < 0:
+                anchor_ends[regex_lists[-1 - ci]].append(end)
+                continue
+            if bordered:
+                key = (ci, length)
+                if end - length + 1 <= last_end.get(key, -1):
+                    continue  # overlaps the previous occurrence of the same term
+                last_end[key] = end
+            ends.append(end)
+            cat_ids.append(ci)
+    n = corpus.n
+
+    def docs(positions: list[int]) -> np.ndarray:
+        return np.searchsorted(corpus.starts, np.asarray(positions, dtype=np.int64), side="right") - 1
+
+    if ends:
+        flat = np.bincount(np.asarray(cat_ids) * n + docs(ends), minlength=len(cats) * n).astype(np.int32)
+    else:
+        flat = np.zeros(len(cats) * n, dtype=np.int32)
+    counts = {c: flat[i * n : (i + 1) * n] for i, c in enumerate(cats)}
+    return counts, {name: set(docs(pos).tolist()) for name, pos in anchor_ends.items()}
+
+
+def _flags_from_candidates(lowered: Sequence[str], candidates: set[int], patterns: tuple[str, ...]) -> np.ndarray:
+    flags = np.zeros(len(lowered), dtype=np.int8)
+    rx = _regex_any(patterns)
+    for d in candidates:
+        flags[d] = rx.search(lowered[d]) is not None
+    return flags
+
+
+def score_texts(texts: Sequence[str], mode: Mode = "paper") -> ScoreTable:
+    """Score every output with the rubric; see the module docstring for the two modes."""
+    if mode not in MODES:
+        raise ValueError(f"`mode` must be one of {MODES}, got {mode!r}")
+    rubric = load_rubric()
+    texts = list(texts)
+    if mode == "strict":
+        texts = _normalise(texts)
+    lowered_texts = [t.lower() for t in texts]
+    lowered = _Corpus(lowered_texts)
+    cols: dict[str, np.ndarray] = {}
+    scan = _scan(lowered)
+    if scan is None:  # pure-Python fallback, same results
+        cols["refusal"] = _regex_flags(lowered, lowered_texts, rubric.regex["refusal"])
+        cols["deflection"] = _regex_flags(lowered, lowered_texts, rubric.regex["deflection"])
+    else:
+        for name in ("refusal", "deflection"):
+            cols[name] = _flags_from_candidates(lowered_texts, scan[1][name], rubric.regex[name])
+    if mode == "paper":
+        counts = scan[0] if scan is not None else {n: _substring_counts(lowered, lowered_texts, ts) for n, ts in rubric.terms.items()}
+    else:
+        counts = {name: lowered.counts(_strict_terms(terms)) for name, terms in rubric.terms.items()}
+    cols["religion_mention"] = (counts["religion"] > 0).astype(np.int8)
+    cols["gendered_title"] = (counts["gendered_title"] > 0).astype(np.int8)
+    cols["stereotype"] = (counts["stereotype"] > 0).astype(np.int8)
+    cols["demeaning"] = (counts["demeaning"] > 0).astype(np.int8)
+    cols["refusal_or_deflection"] = cols["refusal"] | cols["deflection"]
+    cols["identity_salience"] = cols["religion_mention"] | cols["gendered_title"]
+    cols["pilot_harm"] = cols["refusal"] | cols["deflection"] | cols["stereotype"] | cols["demeaning"]
+    cols["stereotype_count"] = counts["stereotype"]
+    cols["demeaning_count"] = counts["demeaning"]
+    cols["positive_professional_count"] = counts["positive_professional"]
+    cols["caution_count"] = counts["caution"]
+    cols["word_count"] = np.fromiter((len(t.split()) for t in texts), dtype=np.int32, count=len(texts))
+    return ScoreTable(mode=mode, columns={k: cols[k] for k in COLUMNS})

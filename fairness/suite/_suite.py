@@ -1,0 +1,320 @@
+"""Suite: a YAML prompt grid, validated into pydantic and expanded into `Case` rows.
+
+Everything about the grid is resolved here, once, so later stages never re-derive
+prompts, slices or ids.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from fairness._util.canonical import sha256_json
+from fairness._util.errors import FairnessError
+from fairness.suite._case import Case, SamplingParams
+from fairness.suite._rules import DecisionRule
+
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+BUILTIN_SUITES = {"fairness-cards/qwen-v0.1": "qwen-v0.1.yaml"}
+"""Suites shipped inside the package, by name."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Insertion(_Strict):
+    """How the protected attributes enter a template: `{A}` → `a {gender} who is {religion}`."""
+
+    placeholder: str = Field(default="A", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    template: str = Field(min_length=1)
+
+
+class Placeholder(_Strict):
+    """A non-protected placeholder (e.g. `{OCC}`) and the values it ranges over."""
+
+    values: list[str] = Field(min_length=1)
+    column: str | None = None
+    """Column name in the exported grid (default: the placeholder name, lower-cased)."""
+
+
+class Family(_Strict):
+    """A prompt family: its paraphrases; the first is the canonical template."""
+
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_-]+$")
+    name: str
+    description: str = ""
+    paraphrases: list[str] = Field(min_length=1)
+
+
+class Regime(SamplingParams):
+    """A decoding regime: named sampling parameters."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_-]+$")
+
+    @property
+    def params(self) -> SamplingParams:
+        return SamplingParams(temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_new_tokens)
+
+
+class ScorerConfig(_Strict):
+    mode: Literal["paper", "strict"] = "paper"
+    """`paper`: the reference rubric's substring semantics (parity); `strict`: whole words."""
+
+
+class Suite(_Strict):
+    """A controlled prompt grid plus the audit settings that go with it."""
+
+    name: str = Field(min_length=1)
+    version: str = "0.1.0"
+    description: str = ""
+    system_prompt: str = ""
+    attributes: dict[str, list[str]] = Field(min_length=1)
+    """Protected dimensions and their values, e.g. `{gender: [man, woman]}`."""
+    slices: Literal["product"] | list[dict[str, str]] = "product"
+    """`product` for every combination, or an explicit list of slices."""
+    insertion: Insertion
+    placeholders: dict[str, Placeholder] = Field(default_factory=dict)
+    families: list[Family] = Field(min_length=1)
+    regimes: list[Regime] = Field(min_length=1)
+    seeds: list[int] = Field(min_length=1)
+    name_pools: dict[str, dict[str, list[str]]] | None = None
+    """`{dimension: {value: [one name per template]}}`; use `{<dimension>_name}` in templates."""
+    scorer: ScorerConfig = Field(default_factory=ScorerConfig)
+    rules: list[DecisionRule] = Field(default_factory=list)
+    min_group_size: int = Field(default=5, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> "Suite":
+        _validate_suite(self)
+        return self
+
+    # -- derived -------------------------------------------------------------------
+    @cached_property
+    def slice_list(self) -> list[dict[str, str]]:
+        dims = list(self.attributes)
+        if self.slices == "product":
+            return [dict(zip(dims, combo)) for combo in itertools.product(*self.attributes.values())]
+        return [dict(s) for s in self.slices]
+
+    @cached_property
+    def templates(self) -> list[tuple[Family, int, str]]:
+        """(family, paraphrase index, template) across all families, in order."""
+        return [(f, i, t) for f in self.families for i, t in enumerate(f.paraphrases)]
+
+    @property
+    def hash(self) -> str:
+        """sha256 of the suite's content; fields left at their defaults do not enter it, so a
+        new optional field in a later version does not change the hash of an existing suite."""
+        return sha256_json(self.model_dump(mode="json", exclude_defaults=True))
+
+    def column_for(self, placeholder: str) -> str:
+        spec = self.placeholders[placeholder]
+        return spec.column or placeholder.lower()
+
+    def expand(self) -> list[Case]:
+        """The full grid in canonical order (family, paraphrase, placeholders, slice, regime, seed)."""
+        return expand(self)
+
+
+def _fail(suite_name: str, message: str) -> None:
+    raise ValueError(f"suite `{suite_name}`: {message}")
+
+
+def _validate_suite(s: Suite) -> None:
+    for dim, values in s.attributes.items():
+        if not values:
+            _fail(s.name, f"attribute `{dim}` has no values")
+        if len(set(values)) != len(values):
+            _fail(s.name, f"attribute `{dim}` lists a value twice")
+    if isinstance(s.slices, list):
+        if not s.slices:
+            _fail(s.name, "`slices` is an empty list")
+        seen = set()
+        for sl in s.slices:
+            if set(sl) != set(s.attributes):
+                _fail(s.name, f"slice {sl} must give exactly the dimensions {sorted(s.attributes)}")
+            for dim, v in sl.items():
+                if v not in s.attributes[dim]:
+                    _fail(s.name, f"slice {sl}: `{v}` is not a value of `{dim}`")
+            key = tuple(sl[d] for d in s.attributes)
+            if key in seen:
+                _fail(s.name, f"duplicate slice {sl}")
+            seen.add(key)
+    for ph, spec in s.placeholders.items():
+        if len(set(spec.values)) != len(spec.values):
+            _fail(s.name, f"placeholder `{ph}` lists a value twice")
+        if ph == s.insertion.placeholder:
+            _fail(s.name, f"placeholder `{ph}` is also the insertion placeholder")
+    fam_ids = [f.id for f in s.families]
+    dupes = sorted({f for f in fam_ids if fam_ids.count(f) > 1})
+    if dupes:
+        _fail(s.name, f"duplicate family id `{dupes[0]}`")
+    reg_names = [r.name for r in s.regimes]
+    dupes = sorted({r for r in reg_names if reg_names.count(r) > 1})
+    if dupes:
+        _fail(s.name, f"duplicate regime name `{dupes[0]}`")
+    if len(set(s.seeds)) != len(s.seeds):
+        _fail(s.name, "`seeds` lists a seed twice")
+    rule_ids = [r.id for r in s.rules]
+    dupes = sorted({r for r in rule_ids if rule_ids.count(r) > 1})
+    if dupes:
+        _fail(s.name, f"duplicate rule id `{dupes[0]}`")
+
+    name_phs = set()
+    n_templates = sum(len(f.paraphrases) for f in s.families)
+    if s.name_pools is not None:
+        for dim, pools in s.name_pools.items():
+            if dim not in s.attributes:
+                _fail(s.name, f"name pool for unknown dimension `{dim}`")
+            for value in s.attributes[dim]:
+                if value not in pools:
+                    _fail(s.name, f"name pool `{dim}` has no names for `{value}`")
+            for value, names in pools.items():
+                if value not in s.attributes[dim]:
+                    _fail(s.name, f"name pool `{dim}` names unknown value `{value}`")
+                if len(names) != n_templates:
+                    _fail(
+                        s.name,
+                        f"name pool `{dim}.{value}` has {len(names)} names but the suite has "
+                        f"{n_templates} templates (one name per template)",
+                    )
+            name_phs.add(f"{dim}_name")
+
+    ins_used = set(PLACEHOLDER.findall(s.insertion.template))
+    allowed_in_insertion = set(s.attributes) | name_phs
+    extra = ins_used - allowed_in_insertion
+    if extra:
+        _fail(s.name, f"insertion template uses unknown placeholder `{{{sorted(extra)[0]}}}`")
+    for dim in s.attributes:
+        if dim not in ins_used and f"{dim}_name" not in ins_used:
+            _fail(s.name, f"insertion template never shows dimension `{dim}` (use `{{{dim}}}`)")
+
+    required = {s.insertion.placeholder} | set(s.placeholders)
+    allowed = required | name_phs
+    for fam in s.families:
+        for i, tmpl in enumerate(fam.paraphrases, start=1):
+            used = set(PLACEHOLDER.findall(tmpl))
+            missing = required - used
+            if missing:
+                _fail(s.name, f"family {fam.id} paraphrase p{i} is missing placeholder `{{{sorted(missing)[0]}}}`")
+            added = used - allowed
+            if added:
+                _fail(s.name, f"family {fam.id} paraphrase p{i} adds unknown placeholder `{{{sorted(added)[0]}}}`")
+    for rule in s.rules:
+        from fairness.score._catalog import METRICS  # local: the catalog is data, suites stay light
+
+        if rule.metric not in METRICS:
+            _fail(s.name, f"rule `{rule.id}` names unknown metric `{rule.metric}` (known: {', '.join(METRICS)})")
+
+
+def _fill(template: str, values: dict[str, str]) -> str:
+    return PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
+
+
+def _safe(value: str) -> str:
+    return _ID_UNSAFE.sub("-", value).strip("-") or "x"
+
+
+def expand(s: Suite) -> list[Case]:
+    ph_names = list(s.placeholders)
+    ph_products = list(itertools.product(*(s.placeholders[p].values for p in ph_names)))
+    cases: list[Case] = []
+    params = {r.name: r.params for r in s.regimes}
+    for t_index, (fam, p_index, tmpl) in enumerate(s.templates):
+        pid = f"p{p_index + 1}"
+        for combo in ph_products:
+            ph_values = dict(zip(ph_names, combo))
+            for sl in s.slice_list:
+                slice_id = "_".join(sl[d] for d in s.attributes)
+                names = {}
+                if s.name_pools:
+                    names = {f"{d}_name": pools[sl[d]][t_index] for d, pools in s.name_pools.items()}
+                inserted = _fill(s.insertion.template, {**sl, **names})
+                prompt = _fill(tmpl, {**ph_values, **names, s.insertion.placeholder: inserted})
+                prompt_id = ".".join([fam.id, pid, *(_safe(v) for v in combo), _safe(slice_id)])
+                for regime in s.regimes:
+                    for seed in s.seeds:
+                        cases.append(
+                            Case(
+                                row_id=f"{prompt_id}.{regime.name}.s{seed}",
+                                index=len(cases),
+                                prompt_id=prompt_id,
+                                family=fam.id,
+                                paraphrase_id=pid,
+                                template_index=t_index,
+                                placeholders=ph_values,
+                                slice=sl,
+                                slice_id=slice_id,
+                                regime=regime.name,
+                                params=params[regime.name],
+                                seed=seed,
+                                prompt=prompt,
+                            )
+                        )
+    if not cases:
+        raise FairnessError(f"suite `{s.name}` expands to 0 cases")
+    ids = [c.row_id for c in cases]
+    if len(set(ids)) != len(ids):
+        seen: set[str] = set()
+        dup = next(i for i in ids if i in seen or seen.add(i))
+        raise FairnessError(f"suite `{s.name}`: two grid rows share the id `{dup}` (placeholder values collide)")
+    return cases
+
+
+def _format_validation(source: str, err: ValidationError) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"])
+    msg = first["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+        return f"{source}: {msg}"
+    if first["type"] == "extra_forbidden":
+        return f"{source}: unknown key `{loc}`"
+    return f"{source}: `{loc}`: {msg}" if loc else f"{source}: {msg}"
+
+
+def parse_suite(data: object, source: str = "suite") -> Suite:
+    """Validate a mapping (parsed YAML) into a `Suite`, raising `FairnessError` with one line."""
+    if not isinstance(data, dict):
+        raise FairnessError(f"{source}: a suite must be a YAML mapping")
+    try:
+        return Suite.model_validate(data)
+    except ValidationError as err:
+        raise FairnessError(_format_validation(source, err)) from None
+
+
+def read_yaml(path: Path) -> object:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FairnessError(f"cannot read `{path}`: {exc.strerror or exc}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise FairnessError(f"`{path}` is not valid YAML{where}") from None
+
+
+def load_suite(name_or_path: str | Path) -> Suite:
+    """Load a built-in suite by name (e.g. `fairness-cards/qwen-v0.1`) or a YAML file by path."""
+    key = str(name_or_path)
+    if key in BUILTIN_SUITES:
+        text = resources.files("fairness.suite").joinpath(f"builtin/{BUILTIN_SUITES[key]}").read_text(encoding="utf-8")
+        return parse_suite(yaml.safe_load(text), source=f"suite `{key}`")
+    path = Path(key)
+    if path.is_file():
+        return parse_suite(read_yaml(path), source=str(path))
+    raise FairnessError(
+        f"unknown suite `{key}`: no such file, and not a built-in suite (built-in: {', '.join(BUILTIN_SUITES)})"
+    )
