@@ -18,13 +18,13 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from fairness.generate._model_fetch import locate
+from fairness.generate.engines.transformers import plan_batches
 from fairness.suite._case import Case
 from fairness.suite._suite import load_suite
-from fairness.generate.engines.transformers import plan_batches
 
 SUITE = "fairness-cards/qwen-v0.1"
 

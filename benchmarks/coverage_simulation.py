@@ -18,9 +18,9 @@ import time
 import numpy as np
 from scipy import stats as sps
 
-from fairness.score._catalog import METRICS
 from fairness.audit._metrics import Design, Factor, Scope
 from fairness.audit._stats import gap_interval, scope_stats, slice_intervals, worst_interval
+from fairness.score._catalog import METRICS
 
 SPEC = METRICS["stereotype_kw_rate"]
 

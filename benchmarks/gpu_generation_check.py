@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fairness.generate.engines.transformers import TransformersEngine, plan_batches
 from fairness.suite._case import Case
 from fairness.suite._suite import load_suite
-from fairness.generate.engines.transformers import TransformersEngine, plan_batches
 
 SUITE = "fairness-cards/qwen-v0.1"
 QWEN_7B = dict(

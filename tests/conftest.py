@@ -7,13 +7,12 @@ known per-slice counts; committed recordings are real model output.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
 from fairness._util.canonical import sha256_file
-from fairness.suite._case import Case
 from fairness.recordings._record import Recording
 from fairness.recordings._store import (
     RECORDS,
@@ -27,6 +26,7 @@ from fairness.recordings._store import (
     write_atomic,
     write_manifest,
 )
+from fairness.suite._case import Case
 from fairness.suite._suite import Suite
 
 REPO = Path(__file__).resolve().parents[1]

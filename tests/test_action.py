@@ -27,11 +27,10 @@ import yaml
 from conftest import DEFAULT_RECORDINGS, REPO, write_recording_set
 from paper_grid import paper_text_for
 
-from fairness.action import _main as _action
-
 from fairness.action import _commands as _gha
-from fairness.report._junit import junit_xml
+from fairness.action import _main as _action
 from fairness.action._pr_comment import MARKER, CommentSkipped, comment_body, upsert_comment
+from fairness.report._junit import junit_xml
 
 CLEAN = "A capable professional who communicates clearly."
 ALLOWED_COMMANDS = {"group", "endgroup", "error", "warning", "notice", "add-mask"}

@@ -6,14 +6,13 @@ import json
 
 import pytest
 import yaml
-
-from fairness.audit._audit import AuditOptions
-from fairness.report._render import cap_summary
-from fairness.pipeline._run import OUTPUTS, run_audit
-from fairness.cli import main
-
 from conftest import write_recording_set
 from paper_grid import EXPECTED_TABLE, paper_text_for
+
+from fairness.audit._audit import AuditOptions
+from fairness.cli import main
+from fairness.pipeline._run import OUTPUTS, run_audit
+from fairness.report._render import cap_summary
 
 
 @pytest.fixture(scope="module")

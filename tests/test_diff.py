@@ -7,15 +7,14 @@ from importlib import resources
 
 import pytest
 import yaml
+from conftest import write_recording_set
+from paper_grid import paper_text_for
 
 from fairness.audit._audit import AuditOptions
 from fairness.audit._diff import diff_runs
-from fairness.suite._rules import DecisionRule
-from fairness.pipeline._run import run_audit
 from fairness.cli import main
-
-from conftest import write_recording_set
-from paper_grid import paper_text_for
+from fairness.pipeline._run import run_audit
+from fairness.suite._rules import DecisionRule
 
 OPTS = AuditOptions(bootstrap=200, permutations=0)
 

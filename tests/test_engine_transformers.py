@@ -15,9 +15,9 @@ import yaml
 
 from fairness._util.errors import FairnessError
 from fairness.generate._loop import generate, shard_cases
+from fairness.generate.engines.transformers import batch_seed, plan_batches
 from fairness.recordings._store import MANIFEST, RECORDS, ModelInfo
 from fairness.suite._suite import Suite, parse_suite
-from fairness.generate.engines.transformers import batch_seed, plan_batches
 
 MAX_NEW = 12
 

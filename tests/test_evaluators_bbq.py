@@ -280,9 +280,9 @@ class TestRecordedSample:
 def test_recordings_regenerate(tmp_path):
     """The test model answers the first items exactly as recorded (greedy, seed 1)."""
     pytest.importorskip("xllamacpp")
+    from fairness.evaluators.bbq_recordings import _case
     from fairness.generate import _model_fetch as _models
     from fairness.generate.engines.llamacpp import LlamaCppEngine
-    from fairness.evaluators.bbq_recordings import _case
 
     try:
         path = _models.locate("smollm2")

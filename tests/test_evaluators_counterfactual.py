@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from fairness._util.errors import FairnessError
+from fairness.evaluators.counterfactual import counterfactual_divergence
 from fairness.recordings._record import Recording
 from fairness.suite._suite import load_suite
-from fairness.evaluators.counterfactual import counterfactual_divergence
 
 FAST = dict(n_resamples=300, n_permutations=199)
 VOCAB = np.array([f"w{i}" for i in range(60)])

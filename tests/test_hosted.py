@@ -5,23 +5,24 @@ from __future__ import annotations
 import json
 import socket
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml
 
+from fairness._util.errors import FairnessError
 from fairness.cli import _main as cli
 from fairness.generate._dry_run import load_prices, plan_dry_run
-from fairness._util.errors import FairnessError
 from fairness.generate._loop import generate
-from fairness.recordings._store import MANIFEST, RECORDS, ModelInfo, iter_records, read_manifest
-from fairness.suite._suite import parse_suite
 from fairness.generate.engines._retry import RetryPolicy, parse_retry_after
 from fairness.generate.engines.anthropic_engine import AnthropicEngine
 from fairness.generate.engines.hosted import ProviderConfig, ProviderError, load_provider_config
 from fairness.generate.engines.openai_engine import OpenAIEngine
+from fairness.recordings._store import MANIFEST, RECORDS, ModelInfo, iter_records, read_manifest
+from fairness.suite._suite import parse_suite
 
 OPENAI_KEY = "sk-test-openai-0123456789abcdef"
 ANTHROPIC_KEY = "sk-ant-test-0123456789abcdef"

@@ -6,8 +6,11 @@ import json
 import shutil
 
 import pytest
+from conftest import DEFAULT_RECORDINGS, write_recording_set
 
 from fairness import FairnessError, SamplingParams
+from fairness.cli import main
+from fairness.generate._loop import parse_shard, require_live_opt_in, shard_cases
 from fairness.recordings._store import (
     RECORDS,
     RecordingSet,
@@ -18,10 +21,6 @@ from fairness.recordings._store import (
     record_line,
     repair_tail,
 )
-from fairness.generate._loop import parse_shard, require_live_opt_in, shard_cases
-from fairness.cli import main
-
-from conftest import DEFAULT_RECORDINGS, write_recording_set
 
 
 class TestContentKey:

@@ -80,7 +80,7 @@ class TestCountsAndFlags:
 
     def test_word_count_and_empty(self):
         assert one("one two  three\nfour")["word_count"] == 4
-        assert one("") == {k: 0 for k in COLUMNS}
+        assert one("") == dict.fromkeys(COLUMNS, 0)
 
     def test_outputs_do_not_leak_into_each_other(self):
         s = score_texts(["I can", "'t stop. It dep", "ends."])

@@ -10,12 +10,7 @@ from scipy import stats as sps
 
 from fairness.audit._audit import AuditOptions, audit
 from fairness.audit._gate import EXIT_CODES, check_state, exit_code, overall_state
-from fairness.score._catalog import METRICS
 from fairness.audit._metrics import build_design, metric_matrix, scopes
-from fairness.suite._case import Case, SamplingParams
-from fairness.recordings._record import Recording
-from fairness.suite._rules import DecisionRule
-from fairness.score._rubric import score_texts
 from fairness.audit._stats import (
     benjamini_hochberg,
     bootstrap_weights,
@@ -27,6 +22,11 @@ from fairness.audit._stats import (
     wilson,
     worst_interval,
 )
+from fairness.recordings._record import Recording
+from fairness.score._catalog import METRICS
+from fairness.score._rubric import score_texts
+from fairness.suite._case import Case, SamplingParams
+from fairness.suite._rules import DecisionRule
 
 SPECS = list(METRICS.values())
 STEREO = [s.name for s in SPECS].index("stereotype_kw_rate")
@@ -140,9 +140,9 @@ def _recs(cases, texts):
 
 class TestNaNSemantics:
     def test_underpowered_slices_give_nan_and_an_undefined_gate(self, default_suite, tmp_path):
-        from fairness.recordings._store import RecordingSet
-
         from conftest import write_recording_set
+
+        from fairness.recordings._store import RecordingSet
 
         cases = default_suite.expand()
         d = write_recording_set(tmp_path / "r", default_suite, lambda c: "a traditional leader")

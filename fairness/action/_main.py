@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from fairness.action import _commands as _gha
 from fairness._util.errors import FairnessError
+from fairness.action import _commands as _gha
 from fairness.audit._gate import EXIT_CODES, exit_code
 
 ENV = {
@@ -307,8 +307,8 @@ def _diff(run: _Run, out: TextIO) -> None:
 
 
 def _report(run: _Run, env: Mapping[str, str], out: TextIO) -> None:
-    from fairness.report._junit import junit_xml
     from fairness.recordings._store import write_atomic
+    from fairness.report._junit import junit_xml
 
     dest = run.out
     write_atomic(dest / "junit.xml", junit_xml(run.results))

@@ -13,16 +13,10 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from fairness._version import __version__
 from fairness._util.canonical import json_number
+from fairness._version import __version__
 from fairness.audit._gate import FailOn, GateOn, RuleCheck, State, check_state, exit_code, overall_state
-from fairness.score._catalog import METRICS, MetricSpec
 from fairness.audit._metrics import Design, Scope, build_design, gap, metric_matrix, scopes, slice_table, worst_index
-from fairness.suite._case import Case
-from fairness.recordings._record import Recording
-from fairness.recordings._store import Manifest
-from fairness.suite._rules import DecisionRule
-from fairness.score._rubric import ScoreTable, load_rubric, score_texts
 from fairness.audit._stats import (
     COVERAGE_NOTE,
     DEFAULT_ALPHA,
@@ -37,6 +31,12 @@ from fairness.audit._stats import (
     variance_shares,
     worst_interval,
 )
+from fairness.recordings._record import Recording
+from fairness.recordings._store import Manifest
+from fairness.score._catalog import METRICS, MetricSpec
+from fairness.score._rubric import ScoreTable, load_rubric, score_texts
+from fairness.suite._case import Case
+from fairness.suite._rules import DecisionRule
 from fairness.suite._suite import Suite
 
 SCHEMA_VERSION = "1.0"

@@ -21,9 +21,9 @@ from pydantic import BaseModel, ConfigDict
 from fairness._util.canonical import json_number
 from fairness._util.errors import FairnessError
 from fairness.audit._gate import EXIT_CODES, State, overall_state
+from fairness.audit._stats import bootstrap_weights
 from fairness.score._catalog import METRICS, MetricSpec
 from fairness.suite._rules import DecisionRule
-from fairness.audit._stats import bootstrap_weights
 
 DIFF_SCHEMA_VERSION = "1.0"
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
 from fairness.score._catalog import MetricSpec
-from fairness.suite._case import Case
 from fairness.score._rubric import ScoreTable
+from fairness.suite._case import Case
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,13 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass
-
-import numpy as np
 from statistics import NormalDist
 
+import numpy as np
+
 from fairness._util.canonical import json_number
-from fairness.score._catalog import MetricSpec
 from fairness.audit._metrics import Design, Scope
+from fairness.score._catalog import MetricSpec
 
 COVERAGE_NOTE = (
     "Simulated coverage of the nominal 95% intervals (benchmarks/coverage_simulation.py: true rates "

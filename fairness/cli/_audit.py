@@ -93,8 +93,8 @@ def _write_junit(run, path: str) -> None:
     """JUnit XML for CI test reporters; written after the audit's own outputs."""
     from pathlib import Path
 
-    from fairness.report._junit import junit_xml
     from fairness.recordings._store import write_atomic
+    from fairness.report._junit import junit_xml
 
     try:
         write_atomic(Path(path), junit_xml(run.model_dump(mode="json")))

@@ -10,8 +10,8 @@ import csv
 import io
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from fairness._util.errors import FairnessError
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Hashable, NamedTuple, Sequence, Union
+from collections.abc import Hashable, Sequence
+from typing import NamedTuple, Union
 
 from fairness._util.errors import FairnessError
 from fairness.recordings._record import Recording

@@ -14,8 +14,8 @@ widened as if for a t interval with `clusters − 1` degrees of freedom and the 
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Sequence
 
 import numpy as np
 from scipy import stats

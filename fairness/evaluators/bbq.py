@@ -35,10 +35,11 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -324,7 +325,7 @@ def _scores(
 
 def bbq_scores(
     items: Sequence[BbqItem],
-    answers: Sequence[int | None | Parsed],
+    answers: Sequence[int | Parsed | None],
     *,
     n_resamples: int = 2000,
     confidence: float = 0.95,

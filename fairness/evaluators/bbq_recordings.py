@@ -31,9 +31,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
+from fairness.evaluators.bbq import PROMPT_VERSION, BbqItem, bbq_prompt, load_bbq
 from fairness.recordings._store import BackendInfo, DataFile, ModelInfo, content_key, today, verify_files, write_atomic
 from fairness.suite._case import Case, SamplingParams
-from fairness.evaluators.bbq import PROMPT_VERSION, BbqItem, bbq_prompt, load_bbq
 
 MANIFEST = "manifest.json"
 RECORDS = "records.jsonl"
@@ -216,10 +216,10 @@ SAMPLE_SYSTEM_PROMPT = "You are a helpful assistant."
 
 def record_sample(out_root: Path = SAMPLE_RECORDINGS, *, threads: int = 1) -> BbqManifest:
     """Answer the shipped sample with the SmolLM2 test model (live: needs the opt-in)."""
+    from fairness.evaluators.bbq import sample_path
     from fairness.generate import _model_fetch as _models
     from fairness.generate._loop import require_live_opt_in
     from fairness.generate.engines.llamacpp import LlamaCppEngine
-    from fairness.evaluators.bbq import sample_path
 
     require_live_opt_in(False)
     spec = _models.KNOWN_MODELS["smollm2"]

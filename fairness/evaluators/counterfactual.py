@@ -33,8 +33,9 @@ Components are reported separately, each a distance in [0, 1]:
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Iterable, Literal, Sequence
+from typing import Literal
 
 import numpy as np
 from scipy import sparse

@@ -73,7 +73,7 @@ _OFFER = re.compile(
     r"\b(?:i can|i could|i'd be happy to|i would be happy to|i'm happy to|happy to help|instead|if you(?:'d| would)? like"
     r"|let me know|feel free|please (?:provide|let me|clarify))\b"
 )
-_NUMBER_WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten".split())}
+_NUMBER_WORDS = {w: i for i, w in enumerate(["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"])}
 _FORMAT = re.compile(
     r"\b(\d{1,2}|" + "|".join(_NUMBER_WORDS) + r")\s+(?:[a-z-]+\s+)?(bullet points|bullets|points|sentences)\b"
 )

@@ -19,9 +19,10 @@ and then `load_scorer("detoxify")`.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Callable, Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -106,7 +107,7 @@ BUILTIN_SCORERS: dict[str, Callable[[], TextScorer]] = {
 
 def available_scorers() -> dict[str, str]:
     """Scorer names and where they come from (`built-in` or the entry point's `module:attr`)."""
-    found = {name: "built-in" for name in BUILTIN_SCORERS}
+    found = dict.fromkeys(BUILTIN_SCORERS, "built-in")
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         found.setdefault(ep.name, ep.value)
     return found

@@ -18,9 +18,9 @@ import yaml
 
 from fairness._util.errors import FairnessError
 from fairness.generate._loop import shard_cases
+from fairness.generate.engines.hosted import HOSTED_ENGINES, Price, ProviderConfig, hosted_model_id
 from fairness.recordings._store import MANIFEST, RECORDS, content_key, iter_records, read_manifest
 from fairness.suite._suite import Suite
-from fairness.generate.engines.hosted import HOSTED_ENGINES, Price, ProviderConfig, hosted_model_id
 
 _SNAPSHOT_SUFFIX = re.compile(r"^-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
 
@@ -142,8 +142,8 @@ def _cost_line(run: DryRun, engine: str, model: str, config: ProviderConfig) -> 
 def cmd_dry_run(args: Any) -> int:
     """CLI entry: print the plan; no network, no key."""
     from fairness.generate._loop import parse_shard
-    from fairness.suite._suite import load_suite
     from fairness.generate.engines.hosted import effective_config
+    from fairness.suite._suite import load_suite
 
     suite = load_suite(args.suite)
     config = effective_config(args) if args.engine in HOSTED_ENGINES else ProviderConfig()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fairness.generate import _model_fetch as _models
 from fairness._util.errors import FairnessError
+from fairness.generate import _model_fetch as _models
 from fairness.recordings._store import ModelInfo
 
 TEST_MODEL_NOTE = (

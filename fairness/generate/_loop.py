@@ -16,7 +16,6 @@ from typing import Any
 
 from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError, LiveGenerationRefused
-from fairness.suite._case import Case
 from fairness.recordings._record import Recording
 from fairness.recordings._store import (
     MANIFEST,
@@ -33,6 +32,7 @@ from fairness.recordings._store import (
     write_atomic,
     write_manifest,
 )
+from fairness.suite._case import Case
 from fairness.suite._suite import Suite
 
 LIVE_ENV = "FAIRNESS_ALLOW_LIVE"

@@ -11,9 +11,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from fairness.audit._audit import AuditOptions, FairnessRun, audit
 from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
+from fairness.audit._audit import AuditOptions, FairnessRun, audit
 from fairness.recordings._store import MANIFEST, RecordingSet, ReplayProvider, write_atomic
 from fairness.report._render import card, card_md, card_yaml, results_json, summary_md
 from fairness.score._rubric import ScoreTable
@@ -36,7 +36,7 @@ def _display_path(path: Path) -> str:
         return os.path.relpath(path.resolve(), Path.cwd())
     except ValueError:
         return path.name
-    
+
 
 def transcripts_jsonl(run_cases, recordings, scores: ScoreTable) -> str:
     lines = []

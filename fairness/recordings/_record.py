@@ -35,7 +35,7 @@ class Recording(_Frozen):
     @classmethod
     def from_case(
         cls, case: Case, *, key: str, output: str, prompt_tokens: int, completion_tokens: int, finish_reason: FinishReason
-    ) -> "Recording":
+    ) -> Recording:
         """The record of `case`'s answer: grid coordinates copied, output stripped as the suite says."""
         return cls(
             key=key, row_id=case.row_id, family=case.family, paraphrase_id=case.paraphrase_id,

@@ -17,15 +17,16 @@ import gzip
 import json
 import os
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fairness._util.canonical import sha256_file, sha256_json
 from fairness._util.errors import FairnessError
-from fairness.suite._case import Case, SamplingParams
 from fairness.recordings._record import Recording
+from fairness.suite._case import Case, SamplingParams
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -392,9 +393,9 @@ def merge_recordings(sources: list[Path], out: Path, cases: list[Case], *, allow
 
 __all__ = [
     "Manifest",
+    "RecordWriter",
     "RecordingSet",
     "ReplayProvider",
-    "RecordWriter",
     "content_key",
     "grid_hash",
     "merge_recordings",

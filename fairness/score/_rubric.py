@@ -16,10 +16,11 @@ Modes:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib import resources
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 import yaml
@@ -94,14 +95,14 @@ def _normalise(texts: Sequence[str]) -> list[str]:
     return [t.replace("’", "'").replace("‘", "'") for t in texts]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _regex_any(patterns: tuple[str, ...]) -> re.Pattern[str]:
     """One alternation per rubric list, run on lower-cased text: the same matches as
     IGNORECASE on the rubric's lower-case patterns, about three times faster."""
     return re.compile("|".join(f"(?:{p.lower()})" for p in patterns))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _strict_terms(terms: tuple[str, ...]) -> re.Pattern[str]:
     alts = sorted((r"\s+".join(re.escape(w) for w in t.split()) for t in terms), key=len, reverse=True)
     return re.compile(r"(?<![\w'])(?:" + "|".join(alts) + r")(?![\w'])")

@@ -11,8 +11,6 @@ from pydantic import Field
 from fairness._util.models import Frozen as _Frozen
 
 
-
-
 class SamplingParams(_Frozen):
     """The decoding parameters a regime asks for."""
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import operator
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 

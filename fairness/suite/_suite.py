@@ -94,7 +94,7 @@ class Suite(_Strict):
     min_group_size: int = Field(default=5, ge=1)
 
     @model_validator(mode="after")
-    def _check(self) -> "Suite":
+    def _check(self) -> Suite:
         _validate_suite(self)
         return self
 

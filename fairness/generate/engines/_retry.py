@@ -10,8 +10,9 @@ from __future__ import annotations
 import email.utils
 import random
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 

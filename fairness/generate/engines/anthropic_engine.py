@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from fairness._util.errors import FairnessError
-from fairness.suite._case import Case
 from fairness.generate.engines import Completion
 from fairness.generate.engines.hosted import HostedEngine, MalformedResponse
+from fairness.suite._case import Case
 
 SAMPLING_API_VERSION = "2023-06-01"
 LENGTH_REASONS = ("max_tokens", "model_context_window_exceeded")

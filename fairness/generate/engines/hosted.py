@@ -14,19 +14,27 @@ import platform
 import random
 import re
 import threading
+from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fairness._util.errors import FairnessError
+from fairness.generate.engines import Completion
+from fairness.generate.engines._retry import (
+    Aborted,
+    RetriesExhausted,
+    RetryPolicy,
+    Transient,
+    call_with_retries,
+    parse_retry_after,
+)
 from fairness.recordings._store import ModelInfo
 from fairness.suite._case import Case, SamplingParams
-from fairness.generate.engines import Completion
-from fairness.generate.engines._retry import Aborted, RetriesExhausted, RetryPolicy, Transient, call_with_retries, parse_retry_after
 
 HOSTED_ENGINES = ("openai", "anthropic")
 KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from fairness._util.errors import FairnessError
-from fairness.suite._case import Case, SamplingParams
 from fairness.generate.engines import Completion
+from fairness.suite._case import Case, SamplingParams
 
 SAMPLERS = ["temperature", "top_p"]
 

@@ -6,9 +6,9 @@ from typing import Any
 from urllib.parse import urlparse
 
 from fairness._util.errors import FairnessError
-from fairness.suite._case import Case
 from fairness.generate.engines import Completion
 from fairness.generate.engines.hosted import HostedEngine, MalformedResponse, chat_messages
+from fairness.suite._case import Case
 
 
 class OpenAIEngine(HostedEngine):

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from fairness._util.errors import FairnessError
-from fairness.suite._case import Case, SamplingParams
 from fairness.generate.engines import Completion
+from fairness.suite._case import Case, SamplingParams
 
 INSTALL_HINT = "pip install 'llm-fairness-check[live]' (CPU torch: pip install torch --index-url https://download.pytorch.org/whl/cpu)"
 
@@ -100,7 +100,7 @@ class TransformersEngine:
         self.source, self.gguf_file = source, gguf_file
 
     @classmethod
-    def from_model(cls, model: Any, tokenizer: Any, *, batch_size: int = 16, min_new_tokens: int = 0) -> "TransformersEngine":
+    def from_model(cls, model: Any, tokenizer: Any, *, batch_size: int = 16, min_new_tokens: int = 0) -> TransformersEngine:
         """Wrap an already built model (e.g. random weights for a timing check) in the same batching path."""
         _libs()
         self = cls.__new__(cls)
@@ -156,7 +156,7 @@ class TransformersEngine:
         merged, _ = self._model._prepare_generation_config(self._generation_config(params))
         out: dict[str, Any] = {k: _plain(getattr(merged, k, None)) for k in REPORTED}
         if not merged.do_sample:
-            out.update({k: None for k in GREEDY_UNUSED})
+            out.update(dict.fromkeys(GREEDY_UNUSED))
         out["processors"] = self._processor_names(merged)
         out["note"] = "greedy (temperature 0)" if not merged.do_sample else "only the listed processors run, then a seeded multinomial draw"
         return out
