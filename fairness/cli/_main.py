@@ -94,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fairness.cli._audit import register
 
     register(sub, _add_suite)
+    from fairness.cli._comment import register as register_comment
+
+    register_comment(sub)
     return parser
 
 
