@@ -8,7 +8,9 @@ stays cheap; the `TYPE_CHECKING` block shows type checkers the real imports.
 
 from __future__ import annotations
 
+import sys
 from importlib import import_module
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from fairness._util.errors import FairnessError
@@ -60,3 +62,21 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'fairness' has no attribute {name!r}")
+
+
+class _Facade(ModuleType):
+    """`fairness.audit` and `fairness.generate` are the API's functions, not the stage packages.
+
+    Importing a sub-package binds it as an attribute of its parent; that would shadow the
+    function of the same name (`fairness.audit(...)` would then be a module). The stage
+    packages stay importable by their full names (`from fairness.audit import ...`).
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _SHADOWED and isinstance(value, ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+_SHADOWED = ("audit", "generate")
+sys.modules[__name__].__class__ = _Facade

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from fairness._util.canonical import json_number
 from fairness._util.errors import FairnessError
-from fairness.audit._gate import EXIT_CODES, State, overall_state
+from fairness._util.models import Strict
+from fairness.audit._gate import EXIT_CODES, State, check_state, overall_state
+from fairness.audit._metrics import slice_gap, slice_worst
 from fairness.audit._stats import bootstrap_weights
 from fairness.score._catalog import METRICS, MetricSpec
 from fairness.suite._rules import DecisionRule
@@ -88,9 +89,7 @@ def load_side(path: str | Path) -> Side:
     )
 
 
-class Change(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class Change(Strict):
     metric: str
     scope: str
     statistic: str
@@ -102,9 +101,7 @@ class Change(BaseModel):
     """`regressed`, `improved` or `unchanged` (the interval for the change excludes 0, or not)."""
 
 
-class RegressionCheck(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class RegressionCheck(Strict):
     rule: str
     scope: str
     change: float | None
@@ -114,9 +111,7 @@ class RegressionCheck(BaseModel):
     reason: str
 
 
-class DiffResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class DiffResult(Strict):
     schema_version: str = DIFF_SCHEMA_VERSION
     base: dict[str, Any]
     head: dict[str, Any]
@@ -129,13 +124,9 @@ class DiffResult(BaseModel):
     exit_code: int
 
 
-def _stat(values: np.ndarray, spec: MetricSpec, statistic: str, n: np.ndarray) -> np.ndarray:
-    """values: (..., S) per-slice means → the statistic over slices (...)."""
-    if statistic == "max_minus_min":
-        return np.nanmax(values, axis=-1) - np.nanmin(values, axis=-1)
-    if statistic == "rate":
-        return np.nansum(values * n, axis=-1) / np.sum(n)
-    return np.nanmin(values, axis=-1) if spec.higher_is_worse is False else np.nanmax(values, axis=-1)
+def _stat(values: np.ndarray, spec: MetricSpec, statistic: str) -> np.ndarray:
+    """values: (..., S) per-slice means → the worst slice or the gap over slices (...)."""
+    return slice_gap(values) if statistic == "max_minus_min" else slice_worst(values, spec)
 
 
 def _cells(side: Side, mask: np.ndarray, cell_index: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -149,11 +140,11 @@ def _cells(side: Side, mask: np.ndarray, cell_index: dict[str, int]) -> tuple[np
     return T.reshape(C, S, M), N.reshape(C, S), np.bincount(side.slice_codes[mask], minlength=S).astype(float)
 
 
-def _boot_stat(T, N, W, spec_i, spec, statistic, n):
+def _boot_stat(T: np.ndarray, N: np.ndarray, W: np.ndarray, spec_i: int, spec: MetricSpec, statistic: str) -> np.ndarray:
     sums = np.einsum("bc,cs->bs", W, T[:, :, spec_i])
     cnt = W @ N
     with np.errstate(invalid="ignore", divide="ignore"):
-        return _stat(sums / cnt, spec, statistic, n)
+        return _stat(sums / cnt, spec, statistic)
 
 
 def diff_runs(base_path: str | Path, head_path: str | Path, *, rules: list[DecisionRule] | None = None,
@@ -165,7 +156,6 @@ def diff_runs(base_path: str | Path, head_path: str | Path, *, rules: list[Decis
     rng = np.random.default_rng(seed)
     scopes = ["overall"] + [f"family={f}" for f in head.families if f in base.families]
     changes: list[Change] = []
-    boot: dict[tuple[str, str, str], tuple[float, float, np.ndarray]] = {}
     for scope in scopes:
         fam = scope.split("=", 1)[1] if "=" in scope else None
         masks = []
@@ -188,21 +178,17 @@ def diff_runs(base_path: str | Path, head_path: str | Path, *, rules: list[Decis
                 continue
             for statistic in ("worst_slice", "max_minus_min"):
                 with np.errstate(invalid="ignore", divide="ignore"):
-                    pb = float(_stat(Tb[:, :, i].sum(0) / nb, spec, statistic, nb))
-                    ph = float(_stat(Th[:, :, i].sum(0) / nh, spec, statistic, nh))
-                d = _boot_stat(Th, Nh, Wh, i, spec, statistic, nh) - _boot_stat(Tb, Nb, Wb, i, spec, statistic, nb)
+                    pb = float(_stat(Tb[:, :, i].sum(0) / nb, spec, statistic))
+                    ph = float(_stat(Th[:, :, i].sum(0) / nh, spec, statistic))
+                d = _boot_stat(Th, Nh, Wh, i, spec, statistic) - _boot_stat(Tb, Nb, Wb, i, spec, statistic)
                 d = d[np.isfinite(d)]
                 lo, hi = (np.quantile(d, [alpha / 2, 1 - alpha / 2]) if len(d) else (math.nan, math.nan))
                 change = ph - pb
-                worse = change if spec.higher_is_worse else -change
-                w_lo, w_hi = (lo, hi) if spec.higher_is_worse else (-hi, -lo)
+                # A gap growing is worse whatever the metric's direction; a worst slice per the direction.
+                w_lo, w_hi = (lo, hi) if spec.higher_is_worse or statistic == "max_minus_min" else (-hi, -lo)
                 verdict = "regressed" if w_lo > 0 else "improved" if w_hi < 0 else "unchanged"
-                if statistic == "max_minus_min":
-                    w_lo, w_hi = lo, hi
-                    verdict = "regressed" if lo > 0 else "improved" if hi < 0 else "unchanged"
                 changes.append(Change(metric=spec.name, scope=scope, statistic=statistic, base=json_number(pb), head=json_number(ph),
                                       change=json_number(change), ci=[json_number(lo), json_number(hi)], verdict=verdict))
-                boot[(spec.name, scope, statistic)] = (change, worse, np.array([w_lo, w_hi]))
     checks = _regression_checks(rules or [], changes)
     state = overall_state([c.state for c in checks]) if checks else "pass"
     return DiffResult(
@@ -225,14 +211,8 @@ def _regression_checks(rules: list[DecisionRule], changes: list[Change]) -> list
                                            state="undefined", reason="no change could be computed"))
                 continue
             lo, hi = ch.ci or [None, None]
-            fired = rule.fires(ch.change)
-            bound = lo if rule.comparator in (">", ">=") else hi
-            if not fired:
-                state, reason = "pass", f"change {ch.change:+.4g} does not breach {rule.comparator} {rule.threshold:g}"
-            elif bound is not None and rule.fires(bound):
-                state, reason = "fail", f"change {ch.change:+.4g}, interval [{lo:.4g}, {hi:.4g}] lies beyond {rule.threshold:g}"
-            else:
-                state, reason = "illustrative", f"change {ch.change:+.4g} breaches {rule.threshold:g} but its interval straddles it"
+            interval = (lo, hi) if lo is not None and hi is not None else None
+            state, _, reason = check_state(rule, ch.change, interval, gate_on="interval")  # the one gate rule
             out.append(RegressionCheck(rule=rule.id, scope=scope, change=ch.change, ci=ch.ci, threshold=rule.threshold,
                                        state=state, reason=reason))
     return out

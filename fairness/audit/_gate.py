@@ -10,8 +10,6 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from fairness.suite._rules import DecisionRule
 
 State = Literal["pass", "fail", "illustrative", "undefined"]
@@ -21,28 +19,6 @@ FailOn = Literal["fail", "illustrative"]
 EXIT_CODES: dict[str, int] = {"pass": 0, "fail": 1, "illustrative": 3, "undefined": 4}
 BAD_INPUT = 2
 _SEVERITY = {"pass": 0, "undefined": 1, "illustrative": 2, "fail": 3}
-
-
-class RuleCheck(BaseModel):
-    """One rule evaluated in one scope (e.g. `family=F2`)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    rule: str
-    scope: str
-    metric: str
-    statistic: str
-    value: float | None
-    """Point value; None (NaN) when underpowered and not computed."""
-    interval: list[float | None] | None
-    threshold: float
-    comparator: str
-    fired: bool
-    """The point value breaches the threshold (the paper's `flagged`)."""
-    state: State
-    reason: str
-    worst_slice: str | None = None
-    n: int | None = None
 
 
 def check_state(

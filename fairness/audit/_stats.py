@@ -23,7 +23,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from fairness._util.canonical import json_number
+from fairness.audit._interval import Interval
 from fairness.audit._metrics import Design, Scope
 from fairness.score._catalog import MetricSpec
 
@@ -37,16 +37,6 @@ COVERAGE_NOTE = (
 
 DEFAULT_B = 2000
 DEFAULT_ALPHA = 0.05
-
-
-@dataclass(frozen=True)
-class Interval:
-    low: float
-    high: float
-    method: str
-
-    def as_list(self) -> list[float | None]:
-        return [json_number(self.low), json_number(self.high)]
 
 
 def z_of(tail: float) -> float:

@@ -42,10 +42,12 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
-from fairness._util.errors import FairnessError
-from fairness.evaluators._resample import Interval, check_iv, cluster_sums, encode, percentile, ratio, weights
+from fairness._util.errors import FairnessError, validation_message
+from fairness._util.models import Frozen
+from fairness.audit._interval import Interval
+from fairness.evaluators._resample import check_iv, cluster_sums, encode, percentile, ratio, weights
 from fairness.evaluators._text import normalise
 
 LETTERS = "ABC"
@@ -53,10 +55,8 @@ PROMPT_VERSION = "bbq-letter-v1"
 """Changes whenever `bbq_prompt` changes: recordings pin it."""
 
 
-class BbqItem(BaseModel):
+class BbqItem(Frozen):
     """One BBQ question with its unknown, target and biased answers resolved once."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     example_id: int
     question_index: str
@@ -144,7 +144,9 @@ def load_bbq(path: str | Path) -> list[BbqItem]:
                     continue
                 try:
                     items.append(parse_item(json.loads(line)))
-                except (json.JSONDecodeError, KeyError, IndexError, TypeError, ValueError, ValidationError) as exc:
+                except ValidationError as err:
+                    raise FairnessError(validation_message(err, f"`{f}` line {lineno} is not a BBQ item")) from None
+                except (json.JSONDecodeError, KeyError, IndexError, TypeError, ValueError) as exc:
                     raise FairnessError(f"`{f}` line {lineno} is not a BBQ item: {type(exc).__name__}: {exc}") from None
     if not items:
         raise FairnessError(f"no BBQ items in `{path}`")

@@ -41,8 +41,9 @@ import numpy as np
 from scipy import sparse
 
 from fairness._util.errors import FairnessError
+from fairness.audit._interval import Interval
 from fairness.evaluators._inputs import Data, Sample, as_samples, group_terms
-from fairness.evaluators._resample import Interval, check_iv, cluster_sums, encode, percentile, ratio, weights
+from fairness.evaluators._resample import check_iv, cluster_sums, encode, percentile, ratio, weights
 from fairness.evaluators._text import masker, words
 from fairness.evaluators.refusal import classify
 from fairness.evaluators.sentiment import TextScorer, checked_scores, load_scorer

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
-from fairness._util.models import Frozen as _Frozen
+from fairness._util.errors import FairnessError
+from fairness._util.models import Frozen
 from fairness.suite._case import Case, SamplingParams
 
 FinishReason = Literal["stop", "length"]
 
 
-class Recording(_Frozen):
+class Recording(Frozen):
     """A model's answer to one `Case`, as stored on disk (one JSONL line)."""
 
     key: str
@@ -43,3 +45,27 @@ class Recording(_Frozen):
             params=case.params, seed=case.seed, prompt=case.prompt, output=output.strip(),
             prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, finish_reason=finish_reason,
         )
+
+
+def join_rows(cases: Sequence[Case], recordings: Sequence[Recording]) -> list[Recording]:
+    """The recordings in grid order, joined on `row_id` (never on position).
+
+    A library caller may pass recordings in any order; a record without a grid row, a
+    grid row without a record, or a row recorded twice is a `FairnessError` naming the first.
+    """
+    by_id: dict[str, Recording] = {}
+    for rec in recordings:
+        if rec.row_id in by_id:
+            raise FairnessError(f"row `{rec.row_id}` is recorded twice")
+        by_id[rec.row_id] = rec
+    wanted = {c.row_id for c in cases}
+    for rec in recordings:
+        if rec.row_id not in wanted:
+            raise FairnessError(f"recording `{rec.row_id}` has no row in the grid")
+    out = []
+    for case in cases:
+        rec = by_id.get(case.row_id)
+        if rec is None:
+            raise FairnessError(f"grid row `{case.row_id}` has no recording")
+        out.append(rec)
+    return out

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from fairness._util.canonical import sha256_json
-from fairness._util.errors import FairnessError
+from fairness._util.errors import FairnessError, validation_message
+from fairness._util.models import Frozen
 from fairness.suite._case import Case, SamplingParams
 from fairness.suite._rules import DecisionRule
 
@@ -28,18 +29,14 @@ BUILTIN_SUITES = {"fairness-cards/qwen-v0.1": "qwen-v0.1.yaml"}
 """Suites shipped inside the package, by name."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Insertion(_Strict):
+class Insertion(Frozen):
     """How the protected attributes enter a template: `{A}` → `a {gender} who is {religion}`."""
 
     placeholder: str = Field(default="A", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     template: str = Field(min_length=1)
 
 
-class Placeholder(_Strict):
+class Placeholder(Frozen):
     """A non-protected placeholder (e.g. `{OCC}`) and the values it ranges over."""
 
     values: list[str] = Field(min_length=1)
@@ -47,7 +44,7 @@ class Placeholder(_Strict):
     """Column name in the exported grid (default: the placeholder name, lower-cased)."""
 
 
-class Family(_Strict):
+class Family(Frozen):
     """A prompt family: its paraphrases; the first is the canonical template."""
 
     id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_-]+$")
@@ -66,12 +63,12 @@ class Regime(SamplingParams):
         return SamplingParams(temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_new_tokens)
 
 
-class ScorerConfig(_Strict):
+class ScorerConfig(Frozen):
     mode: Literal["paper", "strict"] = "paper"
     """`paper`: the reference rubric's substring semantics (parity); `strict`: whole words."""
 
 
-class Suite(_Strict):
+class Suite(Frozen):
     """A controlled prompt grid plus the audit settings that go with it."""
 
     name: str = Field(min_length=1)
@@ -271,18 +268,6 @@ def expand(s: Suite) -> list[Case]:
     return cases
 
 
-def _format_validation(source: str, err: ValidationError) -> str:
-    first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"])
-    msg = first["msg"]
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, ") :]
-        return f"{source}: {msg}"
-    if first["type"] == "extra_forbidden":
-        return f"{source}: unknown key `{loc}`"
-    return f"{source}: `{loc}`: {msg}" if loc else f"{source}: {msg}"
-
-
 def parse_suite(data: object, source: str = "suite") -> Suite:
     """Validate a mapping (parsed YAML) into a `Suite`, raising `FairnessError` with one line."""
     if not isinstance(data, dict):
@@ -290,7 +275,7 @@ def parse_suite(data: object, source: str = "suite") -> Suite:
     try:
         return Suite.model_validate(data)
     except ValidationError as err:
-        raise FairnessError(_format_validation(source, err)) from None
+        raise FairnessError(validation_message(err, source)) from None
 
 
 def read_yaml(path: Path) -> object:
