@@ -21,7 +21,7 @@ from fairness.suite import Case, DecisionRule, SamplingParams, Suite, load_suite
 if TYPE_CHECKING:
     from fairness.audit import AuditOptions, FairnessRun, audit, check_state, diff_runs, exit_code
     from fairness.generate import generate
-    from fairness.pipeline import RunOutputs, run_audit
+    from fairness.pipeline import RunOptions, RunOutputs, run_audit
     from fairness.recordings import Manifest, RecordingSet, ReplayProvider, content_key, merge_recordings
     from fairness.score import ScoreTable, score_texts
 
@@ -33,6 +33,7 @@ _LAZY = {
     "diff_runs": "fairness.audit",
     "exit_code": "fairness.audit",
     "generate": "fairness.generate",
+    "RunOptions": "fairness.pipeline",
     "RunOutputs": "fairness.pipeline",
     "run_audit": "fairness.pipeline",
     "Manifest": "fairness.recordings",
@@ -45,16 +46,32 @@ _LAZY = {
 }
 
 __all__ = [
+    "AuditOptions",
     "Case",
     "DecisionRule",
     "FairnessError",
+    "FairnessRun",
+    "Manifest",
     "Recording",
+    "RecordingSet",
+    "ReplayProvider",
+    "RunOptions",
+    "RunOutputs",
     "SamplingParams",
+    "ScoreTable",
     "Suite",
     "__version__",
+    "audit",
+    "check_state",
+    "content_key",
+    "diff_runs",
+    "exit_code",
+    "generate",
     "load_suite",
+    "merge_recordings",
     "parse_suite",
-    *_LAZY,
+    "run_audit",
+    "score_texts",
 ]
 
 

@@ -10,8 +10,8 @@ import yaml
 from conftest import write_recording_set
 from paper_grid import paper_text_for
 
-from fairness.audit._options import AuditOptions
 from fairness.audit._diff import diff_runs
+from fairness.audit._options import AuditOptions
 from fairness.cli import main
 from fairness.pipeline._options import RunOptions
 from fairness.pipeline._run import run_audit

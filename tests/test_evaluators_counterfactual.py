@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from fairness.evaluators.counterfactual import counterfactual_divergence
 from fairness.recordings._record import Recording
 from fairness.suite._suite import load_suite
 
-FAST = dict(n_resamples=300, n_permutations=199)
+FAST = {"n_resamples": 300, "n_permutations": 199}
 VOCAB = np.array([f"w{i}" for i in range(60)])
 
 
@@ -42,7 +43,7 @@ def simulate(run: int, *, effect: float = 0.0, templates: int = 40, seeds: int =
 
 class TestHandComputed:
     # two templates, two groups, two seeds: within-group Jaccard distance 2/3, cross 1
-    DATA = [
+    DATA: ClassVar[list[tuple]] = [
         ("a", "t", 1, "x y"), ("a", "t", 2, "x z"), ("b", "t", 1, "p q"), ("b", "t", 2, "p r"),
         ("a", "u", 1, "x y"), ("a", "u", 2, "x z"), ("b", "u", 1, "p q"), ("b", "u", 2, "p r"),
     ]

@@ -31,7 +31,7 @@ class TestContentKey:
 
     @pytest.mark.parametrize("change", ["model", "system", "prompt", "temperature", "seed"])
     def test_every_input_changes_the_key(self, change):
-        base = dict(model_id="m", system_prompt="s", prompt="p", params=SamplingParams(temperature=0.2, top_p=0.9, max_new_tokens=16), seed=1)
+        base = {"model_id": "m", "system_prompt": "s", "prompt": "p", "params": SamplingParams(temperature=0.2, top_p=0.9, max_new_tokens=16), "seed": 1}
         other = dict(base)
         if change == "model":
             other["model_id"] = "m2"
@@ -51,7 +51,7 @@ class TestCommittedRecordings:
         rs = RecordingSet(DEFAULT_RECORDINGS)
         cases, recs = ReplayProvider(rs, default_suite.system_prompt).replay_available(default_suite.expand())
         assert len(recs) == len(rs) == rs.manifest.rows > 0
-        assert all(r.row_id == c.row_id and r.output for c, r in zip(cases, recs))
+        assert all(r.row_id == c.row_id and r.output for c, r in zip(cases, recs, strict=True))
 
     def test_replay_covers_every_row_of_the_default_suite(self, default_suite):
         rs = RecordingSet(DEFAULT_RECORDINGS)

@@ -17,11 +17,11 @@ import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from fairness._util.errors import FairnessError
 from fairness.action import _commands as _gha
-from fairness.audit._gate import exit_code
+from fairness.audit._gate import FailOn, exit_code
 from fairness.audit._options import DEFAULT_PERMUTATIONS, AuditOptions
 from fairness.audit._stats import DEFAULT_B
 
@@ -69,7 +69,7 @@ class Inputs:
     model: str
     provider: str
     threshold: float | None
-    fail_on: str | None
+    fail_on: FailOn | None
     min_group_size: int | None
     allow_incomplete: bool
     bootstrap: int
@@ -133,7 +133,7 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         model=model,
         provider=provider,
         threshold=_number("threshold", threshold, float) if threshold else None,
-        fail_on=_choice("fail-on", _raw(env, "fail-on"), ("", "fail", "illustrative")) or None,
+        fail_on=cast("FailOn | None", _choice("fail-on", _raw(env, "fail-on"), ("", "fail", "illustrative")) or None),
         min_group_size=_number("min-group-size", mgs, int) if mgs else None,
         allow_incomplete=_bool("allow-incomplete", _raw(env, "allow-incomplete")),
         bootstrap=_number("bootstrap", _raw(env, "bootstrap") or str(DEFAULT_B), int),

@@ -13,7 +13,17 @@ import numpy as np
 from fairness._util.canonical import json_number
 from fairness._version import __version__
 from fairness.audit._gate import check_state, exit_code, overall_state
-from fairness.audit._metrics import Design, Scope, build_design, gap, metric_matrix, scopes, slice_table, worst_index
+from fairness.audit._metrics import (
+    Design,
+    Scope,
+    build_design,
+    gap,
+    metric_matrix,
+    scopes,
+    slice_table,
+    slice_worst,
+    worst_index,
+)
 from fairness.audit._options import AuditOptions, threshold_for
 from fairness.audit._results import (
     Caveat,
@@ -62,7 +72,7 @@ def audit(
     cases: list[Case],
     recordings: list[Recording],
     manifest: Manifest,
-    options: AuditOptions = AuditOptions(),
+    options: AuditOptions | None = None,
     *,
     recordings_path: str = "",
     manifest_sha256: str = "",
@@ -74,6 +84,7 @@ def audit(
     the order of `cases`. Raises `FairnessError` for a record without a grid row, a grid row
     without a record, or an option the suite's rules cannot take.
     """
+    options = options or AuditOptions()
     mode = options.scorer_mode or suite.scorer.mode
     min_n = options.min_group_size if options.min_group_size is not None else suite.min_group_size
     rules = list(options.rules) if options.rules is not None else list(suite.rules)
@@ -151,7 +162,7 @@ def audit(
     gate = Gate(state=state, exit_code=exit_code(state, options.fail_on), fail_on=options.fail_on, gate_on=options.gate_on, reasons=reasons)
 
     caveats += _run_caveats(suite, manifest, mode, metric_results, rules)
-    families = _family_table(suite, metric_results, checks, rules)
+    families = _family_table(suite, metric_results, checks)
     stability = [_stability(rule, design, Y, specs, min_n, options) for rule in rules if rule.scope == "each_family"]
     variance = {
         s.name: {k: round(v, 6) for k, v in variance_shares(design, Y[:, m]).items()}
@@ -222,7 +233,7 @@ def _add_permutation_tests(design: Design, Y: np.ndarray, specs: list[MetricSpec
             tests.append((name, f"family={level}", p_fam[g, j]))
     ps = np.array([t[2] for t in tests])
     ph, pb = holm(ps), benjamini_hochberg(ps)
-    for (metric, scope, p), a, b in zip(tests, ph, pb):
+    for (metric, scope, p), a, b in zip(tests, ph, pb, strict=True):
         sr = results[metric].scopes[scope]
         results[metric].scopes[scope] = sr.model_copy(update={"p_value": json_number(p), "p_holm": json_number(a), "p_bh": json_number(b)})
 
@@ -271,7 +282,7 @@ def _check_rules(rules: list[DecisionRule], results: dict[str, MetricResult], fa
     return checks
 
 
-def _family_table(suite: Suite, results: dict[str, MetricResult], checks: list[RuleCheck], rules: list[DecisionRule]) -> list[FamilyRow]:
+def _family_table(suite: Suite, results: dict[str, MetricResult], checks: list[RuleCheck]) -> list[FamilyRow]:
     rows = []
     for fam in suite.families:
         scope = f"family={fam.id}"
@@ -280,7 +291,7 @@ def _family_table(suite: Suite, results: dict[str, MetricResult], checks: list[R
         if all(c.state == "undefined" for c in mine) and mine:
             decision = "undefined"
 
-        def get(metric: str, stat: str) -> float | None:
+        def get(metric: str, stat: str, scope: str = scope) -> float | None:
             sr = results[metric].scopes.get(scope)
             return None if sr is None else getattr(sr, stat).value
 
@@ -309,7 +320,7 @@ def _stability(rule: DecisionRule, design: Design, Y: np.ndarray, specs: list[Me
         if np.any(t.n < min_n) and not options.allow_small_samples:
             return None
         v = t.values[:, m]
-        value = {"worst_slice": v[worst_index(v, spec)] if worst_index(v, spec) is not None else math.nan,
+        value = {"worst_slice": float(slice_worst(v, spec)),
                  "max_minus_min": gap(v),
                  "rate": float(t.sums[:, m].sum() / max(t.n.sum(), 1))}[rule.statistic]
         return None if math.isnan(value) else bool(rule.fires(value))

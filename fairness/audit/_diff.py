@@ -61,12 +61,9 @@ def load_side(path: str | Path) -> Side:
     tp = rp.parent / "transcripts.jsonl"
     if not tp.is_file():
         raise FairnessError(f"`{tp}` is missing: `diff` needs the per-row transcripts written next to results.json")
-    rows = []
     try:
         with open(tp, encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    rows.append(json.loads(line))
+            rows = [json.loads(line) for line in fh if line.strip()]
     except (OSError, json.JSONDecodeError) as exc:
         raise FairnessError(f"cannot read `{tp}`: {exc}") from None
     slices = list(results["slices"])
@@ -132,7 +129,7 @@ def _stat(values: np.ndarray, spec: MetricSpec, statistic: str) -> np.ndarray:
 def _cells(side: Side, mask: np.ndarray, cell_index: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per (cell, slice) sums (C × S × M) and counts (C × S) over `mask`."""
     C, S, M = len(cell_index), len(side.slices), side.Y.shape[1]
-    cl = np.array([cell_index[k] for k, keep in zip(side.cell_keys, mask) if keep], dtype=np.int64)
+    cl = np.array([cell_index[k] for k, keep in zip(side.cell_keys, mask, strict=True) if keep], dtype=np.int64)
     key = cl * S + side.slice_codes[mask]
     T = np.zeros((C * S, M))
     np.add.at(T, key, side.Y[mask])
@@ -158,17 +155,16 @@ def diff_runs(base_path: str | Path, head_path: str | Path, *, rules: list[Decis
     changes: list[Change] = []
     for scope in scopes:
         fam = scope.split("=", 1)[1] if "=" in scope else None
-        masks = []
-        for side in (base, head):
-            masks.append(np.ones(len(side.row_ids), bool) if fam is None else side.family == side.families.index(fam))
+        masks = [np.ones(len(side.row_ids), bool) if fam is None else side.family == side.families.index(fam)
+                 for side in (base, head)]
         if paired:
-            keys = list(dict.fromkeys(k for k, m in zip(head.cell_keys, masks[1]) if m))
+            keys = list(dict.fromkeys(k for k, m in zip(head.cell_keys, masks[1], strict=True) if m))
             idx = {k: i for i, k in enumerate(keys)}
             Wb = Wh = bootstrap_weights(len(keys), B, rng)
             ib = ih = idx
         else:
-            kb = list(dict.fromkeys(k for k, m in zip(base.cell_keys, masks[0]) if m))
-            kh = list(dict.fromkeys(k for k, m in zip(head.cell_keys, masks[1]) if m))
+            kb = list(dict.fromkeys(k for k, m in zip(base.cell_keys, masks[0], strict=True) if m))
+            kh = list(dict.fromkeys(k for k, m in zip(head.cell_keys, masks[1], strict=True) if m))
             ib, ih = {k: i for i, k in enumerate(kb)}, {k: i for i, k in enumerate(kh)}
             Wb, Wh = bootstrap_weights(len(kb), B, rng), bootstrap_weights(len(kh), B, rng)
         Tb, Nb, nb = _cells(base, masks[0], ib)
@@ -237,15 +233,17 @@ def diff_md(d: DiffResult, limit: int = 40) -> str:
     ]
     if d.checks:
         lines += ["| rule | scope | change [95% CI] | threshold | state |", "|---|---|---|---|---|"]
-        for c in d.checks:
-            ci = f" [{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]" if c.ci and None not in c.ci else ""
-            lines.append(f"| {c.rule} | {c.scope} | {'n/a' if c.change is None else f'{c.change:+.3f}'}{ci} | {c.threshold:g} | {c.state} |")
+        for check in d.checks:
+            ci = f" [{check.ci[0]:+.3f}, {check.ci[1]:+.3f}]" if check.ci and None not in check.ci else ""
+            change = "n/a" if check.change is None else f"{check.change:+.3f}"
+            lines.append(f"| {check.rule} | {check.scope} | {change}{ci} | {check.threshold:g} | {check.state} |")
         lines.append("")
     shown = sorted(reg + imp, key=lambda c: -abs(c.change or 0))[:limit]
     if shown:
         lines += ["| metric | scope | statistic | base | head | change [95% CI] | verdict |", "|---|---|---|---|---|---|---|"]
         for c in shown:
-            lines.append(f"| {c.metric} | {c.scope} | {c.statistic} | {c.base} | {c.head} | {c.change:+.3f} [{c.ci[0]:+.3f}, {c.ci[1]:+.3f}] | {c.verdict} |")
+            lo, hi = c.ci or (None, None)
+            lines.append(f"| {c.metric} | {c.scope} | {c.statistic} | {c.base} | {c.head} | {c.change:+.3f} [{lo:+.3f}, {hi:+.3f}] | {c.verdict} |")
     else:
         lines.append("_No metric changed with 95% confidence._")
     return "\n".join(lines) + "\n"

@@ -8,7 +8,8 @@ threshold whose interval straddles it is `illustrative`, with the reason.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from collections.abc import Sequence
+from typing import Literal, cast
 
 from fairness.suite._rules import DecisionRule
 
@@ -52,11 +53,11 @@ def check_state(
     return "illustrative", True, f"point breached ({desc}) but the interval [{lo:.4g}, {hi:.4g}] straddles the threshold"
 
 
-def overall_state(states: list[str]) -> State:
+def overall_state(states: Sequence[str]) -> State:
     """fail > illustrative > undefined > pass; no checks at all is `undefined`."""
     if not states:
         return "undefined"
-    return max(states, key=lambda s: _SEVERITY[s])  # type: ignore[return-value]
+    return cast(State, max(states, key=lambda s: _SEVERITY[s]))
 
 
 def exit_code(state: str, fail_on: FailOn | None = None) -> int:

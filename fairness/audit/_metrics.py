@@ -106,11 +106,11 @@ def scopes(design: Design, max_depth: int | None = None) -> list[Scope]:
             fs = [design.factors[f] for f in combo]
             for levels in itertools.product(*(range(len(f.levels)) for f in fs)):
                 mask = np.ones(design.n, dtype=bool)
-                for f, lv in zip(fs, levels):
+                for f, lv in zip(fs, levels, strict=True):
                     mask &= f.codes == lv
                 if not mask.any():
                     continue
-                cond = tuple((f.name, f.levels[lv]) for f, lv in zip(fs, levels))
+                cond = tuple((f.name, f.levels[lv]) for f, lv in zip(fs, levels, strict=True))
                 out.append(Scope(",".join(f"{a}={b}" for a, b in cond), cond, mask))
     return out
 

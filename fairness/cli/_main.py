@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from fairness._util.errors import FairnessError
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too)
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse prints usage too)
         raise FairnessError(f"{self.prog}: {message}")
 
 
@@ -267,7 +267,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return 2
         handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
-        return handler(args)
+        if handler is None:
+            parser.print_help()
+            return 2
+        return int(handler(args))
     except FairnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

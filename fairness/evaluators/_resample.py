@@ -45,7 +45,7 @@ def encode(keys: Sequence[Hashable]) -> tuple[np.ndarray, list[Hashable]]:
 
 def cluster_sums(clusters: np.ndarray, values: np.ndarray, n_clusters: int) -> np.ndarray:
     """Sum the rows of `values` (n, ...) per cluster → (n_clusters, ...)."""
-    out = np.zeros((n_clusters,) + values.shape[1:], dtype=float)
+    out = np.zeros((n_clusters, *values.shape[1:]), dtype=float)
     np.add.at(out, clusters, values)
     return out
 
@@ -121,8 +121,8 @@ def group_rates(
     dist = spread(ratio(w @ num, w @ den))
     return GroupRates(
         name=name,
-        by_group={str(k): float(v) for k, v in zip(names, point)},
-        n_per_group={str(k): int(n) for k, n in zip(names, den.sum(0))},
+        by_group={str(k): float(v) for k, v in zip(names, point, strict=True)},
+        n_per_group={str(k): int(n) for k, n in zip(names, den.sum(0), strict=True)},
         disparity=float(spread(point)),
         interval=percentile(dist, confidence, len(ckeys)),
     )

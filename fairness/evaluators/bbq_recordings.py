@@ -173,7 +173,7 @@ def replay_bbq(directory: str | Path, items_path: str | Path) -> tuple[list[BbqI
     """
     directory, items_path = Path(directory), Path(items_path)
     manifest = read_bbq_manifest(directory)
-    verify_files(directory, manifest)  # only reads `.files`
+    verify_files(directory, manifest.files)
     if sha256_file(items_path) != manifest.items.sha256:
         raise FairnessError(
             f"`{items_path}` does not match the items file pinned in `{directory / MANIFEST}` (edited, or other items)"
@@ -195,10 +195,10 @@ def replay_bbq(directory: str | Path, items_path: str | Path) -> tuple[list[BbqI
     outputs = []
     for item in items:
         key = content_key(manifest.model.id, manifest.system_prompt, bbq_prompt(item), manifest.params, manifest.seed)
-        rec = by_key.pop(key, None)
-        if rec is None:
+        found = by_key.pop(key, None)
+        if found is None:
             raise FairnessError(f"no recording for BBQ item {item.category}/{item.example_id} in `{directory}`")
-        outputs.append(rec.output)
+        outputs.append(found.output)
     if by_key:
         stray = next(iter(by_key.values()))
         raise FairnessError(f"`{directory}` records BBQ item {stray.category}/{stray.example_id}, which is not in `{items_path}`")

@@ -97,8 +97,7 @@ def requested_format(prompt: str) -> Format | None:
     if m is None:
         return None
     n = int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[m.group(1)]
-    kind = "sentences" if m.group(2) == "sentences" else "bullets"
-    return Format(kind, n) if n > 0 else None
+    return Format("sentences" if m.group(2) == "sentences" else "bullets", n) if n > 0 else None
 
 
 def _units(text: str) -> tuple[list[str], list[str]]:

@@ -48,17 +48,17 @@ def make_engine(args: EngineOptions) -> tuple[Engine, ModelInfo]:
         if known:
             path = _models.locate(name)
             source, gguf = str(path.parent), path.name
-        engine = TransformersEngine(
-            source, gguf_file=gguf, device=args.device, dtype=args.dtype, batch_size=args.batch_size
-        )
         weights = Path(source) / gguf if gguf else None
         model = _model_info(args, weights, known, default_id=None if known else name)
-        return engine, model
+        return TransformersEngine(
+            source, gguf_file=gguf, device=args.device, dtype=args.dtype, batch_size=args.batch_size
+        ), model
     raise FairnessError(f"unknown engine `{args.engine}`")
 
 
 def _model_info(args: EngineOptions, path: Path | None, known: ModelFile | None, default_id: str | None = None) -> ModelInfo:
     if known:
+        assert path is not None  # a known model is always a local file
         return ModelInfo(
             id=args.model_id or known.model_id,
             source=f"{known.hub_id} via PyPI {known.requirement} ({known.license})",

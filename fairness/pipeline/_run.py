@@ -139,8 +139,10 @@ def compact_table(run: FairnessRun) -> str:
     def v(x: float | None) -> str:
         return "n/a" if x is None else f"{x:.3f}"
 
-    for f in run.families:
-        lines.append(f"{f.family:<7}{v(f.worst_slice_stereotype):>18}{v(f.worst_slice_pilot_harm):>18}{v(f.refusal_delta):>15}  {f.decision:<12}{f.state}")
+    lines += [
+        f"{f.family:<7}{v(f.worst_slice_stereotype):>18}{v(f.worst_slice_pilot_harm):>18}{v(f.refusal_delta):>15}  {f.decision:<12}{f.state}"
+        for f in run.families
+    ]
     return "\n".join(lines)
 
 

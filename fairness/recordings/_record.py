@@ -64,8 +64,8 @@ def join_rows(cases: Sequence[Case], recordings: Sequence[Recording]) -> list[Re
             raise FairnessError(f"recording `{rec.row_id}` has no row in the grid")
     out = []
     for case in cases:
-        rec = by_id.get(case.row_id)
-        if rec is None:
+        found = by_id.get(case.row_id)
+        if found is None:
             raise FairnessError(f"grid row `{case.row_id}` has no recording")
-        out.append(rec)
+        out.append(found)
     return out

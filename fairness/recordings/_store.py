@@ -211,9 +211,9 @@ def iter_records(path: Path) -> Iterator[Recording]:
                 raise FairnessError(validation_message(err, f"`{path}` line {lineno} is not a valid record")) from None
 
 
-def verify_files(directory: Path, manifest: Manifest) -> None:
-    """Check every data file against the manifest's sha256 (tamper and truncation detection)."""
-    for f in manifest.files:
+def verify_files(directory: Path, files: Iterable[DataFile]) -> None:
+    """Check every data file against its manifest's sha256 (tamper and truncation detection)."""
+    for f in files:
         path = directory / f.path
         if Path(f.path).is_absolute() or ".." in Path(f.path).parts:
             raise FairnessError(f"manifest in `{directory}` names data file `{f.path}` outside the recording directory")
@@ -230,7 +230,7 @@ class RecordingSet:
         self.directory = Path(directory)
         self.manifest = read_manifest(self.directory)
         if verify:
-            verify_files(self.directory, self.manifest)
+            verify_files(self.directory, self.manifest.files)
         self.by_key: dict[str, Recording] = {}
         self.by_row: dict[str, Recording] = {}
         for f in self.manifest.files:
@@ -340,7 +340,7 @@ class RecordWriter:
                         "(another suite, model or system prompt?); use a fresh --out directory"
                     )
                 self.done.add(rec.key)
-        self._fh = open(path, "a", encoding="utf-8")
+        self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - held open across appends; closed by close()
 
     def append(self, recs: Iterable[Recording]) -> None:
         text = "".join(record_line(r) for r in recs if r.key not in self.done)
@@ -384,12 +384,12 @@ def merge_recordings(sources: list[Path], out: Path, cases: list[Case], *, allow
     key_of = {c.row_id: content_key(first.model.id, first.system_prompt, c.prompt, c.params, c.seed) for c in cases}
     ordered = []
     for c in cases:
-        rec = merged.pop(key_of[c.row_id], None)
-        if rec is None:
+        found = merged.pop(key_of[c.row_id], None)
+        if found is None:
             if allow_gaps:
                 continue
             raise FairnessError(f"merged recordings have a gap: row `{c.row_id}` is in no source")
-        ordered.append(rec)
+        ordered.append(found)
     if merged:
         stray = next(iter(merged.values()))
         raise FairnessError(f"row `{stray.row_id}` in the sources is not part of the grid")

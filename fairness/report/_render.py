@@ -154,7 +154,7 @@ def summary_md(run: FairnessRun, *, extra_sections: list[str] | None = None) -> 
         parts += [f"Variance decomposition of `{metric}`: the group (slice) effect is {share:.1%} of the variation; "
                   + ", ".join(f"{k} {v:.1%}" for k, v in sorted(var.items(), key=lambda kv: -kv[1]) if k != "slice") + ".", ""]
     if run.caveats:
-        parts += ["### Caveats", ""] + [f"- **{c.code}**{' (' + c.metric + ', ' + c.scope + ')' if c.metric else ''}: {c.message}" for c in run.caveats[:60]]
+        parts += ["### Caveats", ""] + [f"- **{c.code}**{f' ({c.metric}, {c.scope})' if c.metric else ''}: {c.message}" for c in run.caveats[:60]]
         if len(run.caveats) > 60:
             parts.append(f"- … {len(run.caveats) - 60} more in results.json")
         parts.append("")
@@ -195,7 +195,7 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None) 
     data: dict[str, Any] = {
         "card_version": "0.1.0",
         "modality": "text",
-        "evaluation_date": evaluation_date or _dt.date.today().isoformat(),
+        "evaluation_date": evaluation_date or _dt.datetime.now(_dt.timezone.utc).date().isoformat(),
         "system": {
             "name": r.model_id,
             "version": f"recorded {r.created[:10]}",

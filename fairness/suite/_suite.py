@@ -100,7 +100,7 @@ class Suite(Frozen):
     def slice_list(self) -> list[dict[str, str]]:
         dims = list(self.attributes)
         if self.slices == "product":
-            return [dict(zip(dims, combo)) for combo in itertools.product(*self.attributes.values())]
+            return [dict(zip(dims, combo, strict=True)) for combo in itertools.product(*self.attributes.values())]
         return [dict(s) for s in self.slices]
 
     @cached_property
@@ -230,7 +230,7 @@ def expand(s: Suite) -> list[Case]:
     for t_index, (fam, p_index, tmpl) in enumerate(s.templates):
         pid = f"p{p_index + 1}"
         for combo in ph_products:
-            ph_values = dict(zip(ph_names, combo))
+            ph_values = dict(zip(ph_names, combo, strict=True))
             for sl in s.slice_list:
                 slice_id = "_".join(sl[d] for d in s.attributes)
                 names = {}
@@ -263,7 +263,12 @@ def expand(s: Suite) -> list[Case]:
     ids = [c.row_id for c in cases]
     if len(set(ids)) != len(ids):
         seen: set[str] = set()
-        dup = next(i for i in ids if i in seen or seen.add(i))
+        dup = ""
+        for i in ids:
+            if i in seen:
+                dup = i
+                break
+            seen.add(i)
         raise FairnessError(f"suite `{s.name}`: two grid rows share the id `{dup}` (placeholder values collide)")
     return cases
 

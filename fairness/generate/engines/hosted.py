@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 HOSTED_ENGINES = ("openai", "anthropic")
 KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 SamplingName = Literal["temperature", "top_p"]
+_SAMPLING_DEFAULT: tuple[SamplingName, ...] = ("temperature", "top_p")
 
 
 class ProviderError(FairnessError):
@@ -78,7 +79,7 @@ class ProviderConfig(Frozen):
     backoff_base_s: float = Field(default=1.0, gt=0, le=60)
     backoff_max_s: float = Field(default=60.0, gt=0, le=600)
     timeout_s: float = Field(default=120.0, gt=0, le=3600)
-    sampling: list[SamplingName] = Field(default_factory=lambda: ["temperature", "top_p"])
+    sampling: list[SamplingName] = Field(default_factory=lambda: list(_SAMPLING_DEFAULT))
     """Which of the suite's sampling parameters to send; some models reject one or both."""
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None
     """OpenAI only; default `max_completion_tokens` for api.openai.com, `max_tokens` for a base_url."""
@@ -395,10 +396,15 @@ def make_hosted_engine(args: EngineOptions, **engine_kwargs: Any) -> tuple[Hoste
     """Engine and recorded `ModelInfo` for `--engine openai|anthropic`."""
     cfg = effective_config(args)
     key = resolve_api_key(args.engine, cfg)
+    cls: type[HostedEngine]
     if args.engine == "openai":
-        from fairness.generate.engines.openai_engine import OpenAIEngine as cls
+        from fairness.generate.engines.openai_engine import OpenAIEngine
+
+        cls = OpenAIEngine
     elif args.engine == "anthropic":
-        from fairness.generate.engines.anthropic_engine import AnthropicEngine as cls
+        from fairness.generate.engines.anthropic_engine import AnthropicEngine
+
+        cls = AnthropicEngine
     else:
         raise FairnessError(f"unknown hosted engine `{args.engine}`")
     engine = cls(args.model, cfg, key, **engine_kwargs)
