@@ -9,6 +9,7 @@ import pytest
 from conftest import DEFAULT_RECORDINGS, write_recording_set
 
 from fairness import FairnessError, SamplingParams
+from fairness._util.errors import LiveGenerationRefused
 from fairness.cli import main
 from fairness.generate._loop import parse_shard, require_live_opt_in, shard_cases
 from fairness.recordings._store import (
@@ -190,7 +191,10 @@ class TestLiveOptIn:
 
     def test_env_opt_in(self, monkeypatch):
         monkeypatch.setenv("FAIRNESS_ALLOW_LIVE", "1")
-        require_live_opt_in(False)
+        assert require_live_opt_in(False) is None  # the variable stands in for --live
+        monkeypatch.setenv("FAIRNESS_ALLOW_LIVE", "0")
+        with pytest.raises(LiveGenerationRefused):
+            require_live_opt_in(False)
 
 
 def test_record_lines_are_canonical(small_set):
