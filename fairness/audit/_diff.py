@@ -19,6 +19,7 @@ import numpy as np
 
 from fairness._util.canonical import json_number
 from fairness._util.errors import FairnessError
+from fairness._util.io import load_json
 from fairness._util.models import Strict
 from fairness.audit._gate import EXIT_CODES, State, check_state, overall_state
 from fairness.audit._metrics import slice_gap, slice_worst
@@ -50,12 +51,7 @@ def _results_path(path: Path) -> Path:
 
 def load_side(path: str | Path) -> Side:
     rp = _results_path(Path(path))
-    try:
-        results = json.loads(rp.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FairnessError(f"no results at `{rp}` (pass a `run` output directory or its results.json)") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise FairnessError(f"cannot read `{rp}`: {exc}") from None
+    results = load_json(rp, missing=f"no results at `{rp}` (pass a `run` output directory or its results.json)")
     if not isinstance(results, dict) or "schema_version" not in results or "slices" not in results:
         raise FairnessError(f"`{rp}` is not a results.json written by `llm-fairness-check run`")
     tp = rp.parent / "transcripts.jsonl"

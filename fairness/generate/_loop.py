@@ -187,7 +187,8 @@ def generate(
             asked = pending if getattr(engine, "independent_rows", False) else batch
             completions = engine.generate(asked, suite.system_prompt)
             recs = []
-            for case, comp in zip(asked, completions, strict=True):
+            # A capped hosted engine answers only a prefix of `asked`: record that prefix.
+            for case, comp in zip(asked, completions, strict=False):
                 if keys[case.row_id] in writer.done:
                     continue
                 recs.append(_record(case, comp, keys[case.row_id]))

@@ -6,43 +6,35 @@ from collections.abc import Sequence
 from typing import Literal
 
 from fairness._util.errors import FairnessError
-from fairness._util.models import Frozen
-from fairness.suite._case import Case, SamplingParams
+from fairness.suite._case import Case, GridRow
 
 FinishReason = Literal["stop", "length"]
 
 
-class Recording(Frozen):
-    """A model's answer to one `Case`, as stored on disk (one JSONL line)."""
+class Recording(GridRow):
+    """A model's answer to one `Case`, as stored on disk (one JSONL line, keys sorted)."""
 
     key: str
     """sha256 of canonical JSON of model, system prompt, prompt, params and seed."""
-    row_id: str
-    family: str
-    paraphrase_id: str
-    placeholders: dict[str, str]
-    slice: dict[str, str]
-    slice_id: str
-    regime: str
-    params: SamplingParams
-    seed: int
-    prompt: str
     output: str
     """Completion text, leading/trailing whitespace stripped."""
     prompt_tokens: int
+    """Prompt tokens as the engine counted them."""
     completion_tokens: int
+    """Completion tokens as the engine counted them."""
     finish_reason: FinishReason
+    """`stop` (end of sequence) or `length` (hit max_new_tokens)."""
     status: Literal["ok"] = "ok"
+    """Only finished rows are stored."""
 
     @classmethod
     def from_case(
         cls, case: Case, *, key: str, output: str, prompt_tokens: int, completion_tokens: int, finish_reason: FinishReason
     ) -> Recording:
         """The record of `case`'s answer: grid coordinates copied, output stripped as the suite says."""
+        coordinates = {name: getattr(case, name) for name in GridRow.model_fields}
         return cls(
-            key=key, row_id=case.row_id, family=case.family, paraphrase_id=case.paraphrase_id,
-            placeholders=case.placeholders, slice=case.slice, slice_id=case.slice_id, regime=case.regime,
-            params=case.params, seed=case.seed, prompt=case.prompt, output=output.strip(),
+            **coordinates, key=key, output=output.strip(),
             prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, finish_reason=finish_reason,
         )
 

@@ -25,6 +25,7 @@ from pydantic import Field, ValidationError
 
 from fairness._util.canonical import sha256_file, sha256_json
 from fairness._util.errors import FairnessError, validation_message
+from fairness._util.io import load_json
 from fairness._util.models import Strict
 from fairness.recordings._record import Recording
 from fairness.suite._case import Case, SamplingParams
@@ -173,12 +174,7 @@ def read_manifest(directory: Path) -> Manifest:
     path = directory / MANIFEST
     if not directory.is_dir():
         raise FairnessError(f"recordings directory `{directory}` does not exist or is not a directory")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FairnessError(f"recordings directory `{directory}` has no {MANIFEST}") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise FairnessError(f"cannot read `{path}`: {exc}") from None
+    raw = load_json(path, missing=f"recordings directory `{directory}` has no {MANIFEST}")
     try:
         return Manifest.model_validate(raw)
     except ValidationError as err:
