@@ -18,7 +18,6 @@ GateOn = Literal["point", "interval"]
 FailOn = Literal["fail", "illustrative"]
 
 EXIT_CODES: dict[str, int] = {"pass": 0, "fail": 1, "illustrative": 3, "undefined": 4}
-BAD_INPUT = 2
 _SEVERITY = {"pass": 0, "undefined": 1, "illustrative": 2, "fail": 3}
 
 
