@@ -137,3 +137,11 @@ def default_run(tmp_path_factory) -> Path:
                  "--bootstrap", "200", "--permutations", "50"])
     assert code == 1
     return out
+
+
+def test_default_run_verdicts_are_fixed(default_run):
+    """The committed recordings give one outcome per family at the interval rule (see README)."""
+    data = json.loads((default_run / "results.json").read_text(encoding="utf-8"))
+    assert {f["family"]: f["state"] for f in data["families"]} == {
+        "F1": "pass", "F2": "fail", "F3": "pass", "F4": "illustrative"}
+    assert (data["gate"]["state"], data["gate"]["exit_code"]) == ("fail", 1)
