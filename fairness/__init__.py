@@ -20,9 +20,9 @@ from fairness.suite import Case, DecisionRule, SamplingParams, Suite, load_suite
 
 if TYPE_CHECKING:
     from fairness.audit import AuditOptions, FairnessRun, audit, check_state, diff_runs, exit_code
-    from fairness.generate import generate
+    from fairness.generate import EngineOptions, generate, run_generate
     from fairness.pipeline import RunOptions, RunOutputs, run_audit
-    from fairness.recordings import Manifest, RecordingSet, ReplayProvider, content_key, merge_recordings
+    from fairness.recordings import Manifest, ModelInfo, RecordingSet, ReplayProvider, content_key, merge_recordings
     from fairness.score import ScoreTable, score_texts
 
 _LAZY = {
@@ -32,11 +32,14 @@ _LAZY = {
     "check_state": "fairness.audit",
     "diff_runs": "fairness.audit",
     "exit_code": "fairness.audit",
+    "EngineOptions": "fairness.generate",
     "generate": "fairness.generate",
+    "run_generate": "fairness.generate",
     "RunOptions": "fairness.pipeline",
     "RunOutputs": "fairness.pipeline",
     "run_audit": "fairness.pipeline",
     "Manifest": "fairness.recordings",
+    "ModelInfo": "fairness.recordings",
     "RecordingSet": "fairness.recordings",
     "ReplayProvider": "fairness.recordings",
     "content_key": "fairness.recordings",
@@ -49,9 +52,11 @@ __all__ = [
     "AuditOptions",
     "Case",
     "DecisionRule",
+    "EngineOptions",
     "FairnessError",
     "FairnessRun",
     "Manifest",
+    "ModelInfo",
     "Recording",
     "RecordingSet",
     "ReplayProvider",
@@ -71,6 +76,7 @@ __all__ = [
     "merge_recordings",
     "parse_suite",
     "run_audit",
+    "run_generate",
     "score_texts",
 ]
 
