@@ -103,7 +103,7 @@ fi
 env -u PYTHONDONTWRITEBYTECODE "$venv/bin/python" -c 'import numpy, scipy.stats, pydantic, yaml' \
   || die "the new environment $venv cannot import the replay dependencies"
 # numpy's and scipy's own test suites (~25 MB) are never imported: a smaller cache restores faster
-if [ "$mode" != "live" ]; then
+if [ "$mode" != "live" ] && [ -d "$venv/lib" ]; then
   find "$venv/lib" -type d -name tests \( -path '*/site-packages/numpy/*' -o -path '*/site-packages/scipy/*' \) \
     -prune -exec rm -rf {} +
 fi
