@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -38,10 +39,21 @@ def _env(tmp: Path, **more: str) -> dict[str, str]:
             "PIP_DISABLE_PIP_VERSION_CHECK": "1", "FAIRNESS_ACTION_PATH": str(ROOT), **more}
 
 
+CPU: list[float] = []
+"""CPU seconds (user + system) of each timed command, in order: less sensitive than wall time
+to other jobs on a shared machine."""
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def timed(cmd: list[str], env: dict[str, str], cwd: Path | None = None, ok: tuple[int, ...] = (0,)) -> float:
-    t0 = time.perf_counter()
+    c0, t0 = _children_cpu(), time.perf_counter()
     proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - t0
+    CPU.append(_children_cpu() - c0)
     if proc.returncode not in ok:
         sys.exit(f"{cmd[:3]} exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     return elapsed
@@ -72,12 +84,12 @@ def main() -> None:
     print(f"{os.cpu_count()} CPUs, load average {load:.1f}; base Python {args.python}")
 
     t_pip, tmp_pip = cold(args.python, "pip")
-    print(f"{t_pip:6.1f} s  cold install, pip (fallback): empty pip cache, fresh venv")
+    print(f"{t_pip:6.1f} s  ({CPU[-1]:4.1f} s CPU)  cold install, pip (fallback): empty pip cache, fresh venv")
     shutil.rmtree(tmp_pip, ignore_errors=True)
 
     t_uv, tmp = cold(args.python, "auto")
     venv = tmp / "llm-fairness-check-venv"
-    print(f"{t_uv:6.1f} s  cold install, uv: empty caches, pinned uv fetched from the registry, fresh venv")
+    print(f"{t_uv:6.1f} s  ({CPU[-1]:4.1f} s CPU)  cold install, uv: empty caches, pinned uv fetched from the registry, fresh venv")
 
     size = sum(f.stat().st_size for f in venv.rglob("*") if f.is_file() and not f.is_symlink()) / 2**20
     archive = tmp / "cache.tzst"  # what actions/cache stores: tar with zstd
@@ -87,13 +99,14 @@ def main() -> None:
 
     shutil.rmtree(venv)
     t_restore = timed(["tar", "--zstd", "-xf", str(archive), "-C", str(tmp)], env)
-    print(f"{t_restore:6.1f} s  warm restore: unpack the cached venv")
+    print(f"{t_restore:6.1f} s  ({CPU[-1]:4.1f} s CPU)  warm restore: unpack the cached venv")
     t_hit = timed(["bash", str(SCRIPT)], {**env, "FAIRNESS_CACHE_HIT": "true"})
-    print(f"{t_hit:6.1f} s  install script on the cache hit (probe imports)")
+    print(f"{t_hit:6.1f} s  ({CPU[-1]:4.1f} s CPU)  install script on the cache hit (probe imports)")
     t_audit = audit(venv / "bin" / "python", env, tmp)
-    print(f"{t_audit:6.1f} s  audit of the committed recordings (entrypoint.py, B = 2000)")
-    print(f"{t_restore + t_hit + t_audit:6.1f} s  warm step: restore + cache-hit install + audit (goal < 10 s)")
-    print(f"{t_uv + t_audit:6.1f} s  cold step: uv install + audit (install goal < 40 s)")
+    print(f"{t_audit:6.1f} s  ({CPU[-1]:4.1f} s CPU)  audit of the committed recordings (entrypoint.py, default inputs)")
+    print(f"load average now {os.getloadavg()[0]:.1f}")
+    print(f"{t_restore + t_hit + t_audit:6.1f} s  ({sum(CPU[-3:]):4.1f} s CPU)  warm step: restore + cache-hit install + audit (goal < 10 s)")
+    print(f"{t_uv + t_audit:6.1f} s  ({CPU[1] + CPU[-1]:4.1f} s CPU)  cold step: uv install + audit (install goal < 40 s)")
     shutil.rmtree(tmp, ignore_errors=True)
 
 
