@@ -8,7 +8,6 @@ is escaped, so no input or model output can issue a workflow command.
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
 import math
@@ -23,7 +22,6 @@ from typing import Any, TextIO
 
 from fairness._util.errors import FairnessError
 from fairness.action import _commands as _gha
-from fairness.audit._gate import EXIT_CODES, exit_code
 
 ENV = {
     "suite": "FAIRNESS_SUITE",
@@ -38,6 +36,7 @@ ENV = {
     "allow-incomplete": "FAIRNESS_ALLOW_INCOMPLETE",
     "bootstrap": "FAIRNESS_BOOTSTRAP",
     "baseline": "FAIRNESS_BASELINE",
+    "baseline-ref": "FAIRNESS_BASELINE_REF",
     "comment-on-pr": "FAIRNESS_COMMENT_ON_PR",
     "python-version": "FAIRNESS_PYTHON_VERSION",
     "github-token": "FAIRNESS_GITHUB_TOKEN",
@@ -45,7 +44,10 @@ ENV = {
 """Action input → environment variable. Composite actions get no INPUT_* variables."""
 
 DEFAULT_SUITE = "fairness-cards/qwen-v0.1"
-DEFAULT_RECORDINGS = "recordings/fairness-cards/qwen-v0.1/SmolLM2-135M-Instruct-Q4_1"
+NO_RECORDINGS = (
+    "input `recordings` is required: the directory of your model's recorded answers, committed to your repository; "
+    "create it with `llm-fairness-check init` and `llm-fairness-check generate --live --model <your model> --out <dir>`"
+)
 PROVIDERS = ("transformers", "llamacpp", "openai", "anthropic")
 MAX_ANNOTATIONS = 10
 """GitHub shows at most 10 annotations of each level per step."""
@@ -70,6 +72,7 @@ class Inputs:
     allow_incomplete: bool
     bootstrap: int
     baseline: str | None
+    baseline_ref: str | None
     comment_on_pr: bool
     python_version: str
     github_token: str
@@ -124,9 +127,17 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
     threshold = _raw(env, "threshold")
     mgs = _raw(env, "min-group-size")
     baseline = _raw(env, "baseline")
+    baseline_ref = _raw(env, "baseline-ref")
+    if baseline and baseline_ref:
+        raise FairnessError("inputs `baseline` and `baseline-ref` exclude each other: compare with a run or a revision")
+    recordings = _raw(env, "recordings")
+    if not recordings and mode == "replay":
+        raise FairnessError(NO_RECORDINGS)
+    if baseline_ref and mode == "live":
+        raise FairnessError("input `baseline-ref` compares committed recordings; it needs `mode: replay`")
     return Inputs(
         suite=_raw(env, "suite") or DEFAULT_SUITE,
-        recordings=_raw(env, "recordings") or DEFAULT_RECORDINGS,
+        recordings=recordings,
         out_dir=_raw(env, "out-dir") or "fairness-out",
         mode=mode,
         model=model,
@@ -137,35 +148,14 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         allow_incomplete=_bool("allow-incomplete", _raw(env, "allow-incomplete")),
         bootstrap=_number("bootstrap", _raw(env, "bootstrap") or "2000", int),
         baseline=baseline or None,
+        baseline_ref=baseline_ref or None,
         comment_on_pr=_bool("comment-on-pr", _raw(env, "comment-on-pr")),
         python_version=_raw(env, "python-version"),
         github_token=env.get(ENV["github-token"], "").strip(),
     )
 
 
-def resolve_recordings(value: str, action_path: str | None) -> Path:
-    """A relative path is looked up in the workspace, then in the Action's own checkout.
-
-    The default points at recordings committed with the Action, which are not in the
-    caller's repository.
-    """
-    path = Path(value)
-    if path.is_absolute() or path.exists() or not action_path:
-        return path
-    bundled = Path(action_path) / path
-    return bundled if bundled.exists() else path
-
-
 # -- engine ---------------------------------------------------------------------------
-
-
-def _subcommands() -> dict[str, argparse.ArgumentParser]:
-    from fairness.cli._main import build_parser
-
-    for action in build_parser()._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return dict(action.choices)
-    return {}
 
 
 def run_cli(argv: list[str]) -> int:
@@ -194,11 +184,6 @@ def audit_argv(inputs: Inputs, recordings: Path, out: Path) -> list[str]:
     if inputs.allow_incomplete:
         argv.append("--allow-incomplete")
     return argv
-
-
-def diff_argv(inputs: Inputs, out: Path) -> list[str]:
-    return ["diff", str(inputs.baseline), str(out), "--suite", inputs.suite, "--out", str(out / "diff"),
-            "--bootstrap", str(inputs.bootstrap)]
 
 
 # -- reporting ------------------------------------------------------------------------
@@ -261,8 +246,9 @@ class _Run:
     out: Path
     code: int
     results: dict[str, Any]
-    extra_md: list[str]
     diff_state: str | None = None
+    state: str | None = None
+    """The step's verdict: the head's gate, or the more severe of it and the base-vs-head checks."""
 
 
 def _log_inputs(inputs: Inputs, out: TextIO) -> None:
@@ -274,7 +260,7 @@ def _log_inputs(inputs: Inputs, out: TextIO) -> None:
 
 def _engine(inputs: Inputs, env: Mapping[str, str], out: TextIO) -> _Run:
     dest = Path(inputs.out_dir)
-    recordings = resolve_recordings(inputs.recordings, env.get("FAIRNESS_ACTION_PATH"))
+    recordings = Path(inputs.recordings)
     if inputs.mode == "live":
         recordings = dest / "recordings"
         with _gha.group(f"Generate live with {inputs.provider}", out), _gha.stop_commands(out):
@@ -283,27 +269,41 @@ def _engine(inputs: Inputs, env: Mapping[str, str], out: TextIO) -> _Run:
         run_cli(audit_argv(inputs, recordings, dest))
     results = json.loads((dest / "results.json").read_text(encoding="utf-8"))
     code = int(results["gate"]["exit_code"])
-    run = _Run(inputs, dest, code, results, [])
-    if inputs.baseline:
-        _diff(run, out)
+    run = _Run(inputs, dest, code, results, state=str(results["gate"]["state"]))
+    if inputs.baseline or inputs.baseline_ref:
+        _compare(run, recordings, env, out)
     return run
 
 
-def _diff(run: _Run, out: TextIO) -> None:
-    """Compare with the baseline run: a regression fails a passing gate.
+def _compare(run: _Run, recordings: Path, env: Mapping[str, str], out: TextIO) -> None:
+    """Base vs head, from a base run (`baseline`) or a git revision (`baseline-ref`).
 
-    Skipped with a notice on a version of the engine without `diff`.
-    """
-    if "diff" not in _subcommands():
-        _gha.command("notice", "this version has no `diff` command; skipping the baseline comparison", out, title="llm-fairness-check")
+    A regression fails the step even when the head passes; summary.md then leads with it."""
+    from fairness.cli._audit import _options
+    from fairness.cli._main import build_parser
+    from fairness.pipeline import _baseline
+
+    inputs = run.inputs
+    options = _options(build_parser().parse_args(audit_argv(inputs, recordings, run.out)))  # the head's very options
+    title = f"Compare with the base revision `{inputs.baseline_ref}`" if inputs.baseline_ref else "Diff against the baseline run"
+    with _gha.group(title, out), _gha.stop_commands(out):
+        if inputs.baseline_ref:
+            comparison = _baseline.compare_with_ref(inputs.baseline_ref, suite_ref=inputs.suite, recordings_dir=recordings,
+                                          head_out=run.out, options=options, workspace=env.get("GITHUB_WORKSPACE") or None,
+                                          allow_incomplete=inputs.allow_incomplete)
+        else:
+            comparison = _baseline.compare_with_run(str(inputs.baseline), suite_ref=inputs.suite, head_out=run.out, options=options)
+    _baseline.write_summary(run.out, comparison)
+    if comparison.diff is None:
+        _gha.command("notice", f"base vs head skipped: {comparison.note}", out, title="llm-fairness-check")
         return
-    with _gha.group("Diff against the baseline", out), _gha.stop_commands(out):
-        run_cli(diff_argv(run.inputs, run.out))
-    data = json.loads((run.out / "diff" / "diff.json").read_text(encoding="utf-8"))
-    run.diff_state = str(data.get("state", "undefined"))
-    run.extra_md.append((run.out / "diff" / "diff.md").read_text(encoding="utf-8"))
-    if run.code == 0 and run.diff_state in EXIT_CODES:
-        run.code = exit_code(run.diff_state, run.inputs.fail_on)  # type: ignore[arg-type]
+    run.diff_state = comparison.diff.state
+    head_state = run.state or "undefined"
+    run.state = _baseline.combined_state(head_state, comparison)  # type: ignore[arg-type]
+    run.code = _baseline.combined_exit_code(head_state, comparison, inputs.fail_on)  # type: ignore[arg-type]
+    if comparison.diff.state == "fail":
+        for c in [c for c in comparison.diff.checks if c.state == "fail"][:MAX_ANNOTATIONS]:
+            _gha.command("error", f"{c.reason} against {comparison.base}", out, title=f"Fairness regression {c.rule} [{c.scope}]")
 
 
 def _report(run: _Run, env: Mapping[str, str], out: TextIO) -> None:
@@ -312,16 +312,15 @@ def _report(run: _Run, env: Mapping[str, str], out: TextIO) -> None:
 
     dest = run.out
     write_atomic(dest / "junit.xml", junit_xml(run.results))
-    markdown = "\n\n".join([(dest / "summary.md").read_text(encoding="utf-8"), *run.extra_md])
+    markdown = (dest / "summary.md").read_text(encoding="utf-8")
     if env.get("GITHUB_STEP_SUMMARY"):
         _gha.append_summary(env["GITHUB_STEP_SUMMARY"], markdown)
-    gate = run.results.get("gate") or {}
     annotate(run.results, out)
-    _gha.command("notice", f"gate {gate.get('state')}, exit code {run.code}", out, title="Fairness gate")
+    _gha.command("notice", f"gate {run.state}, exit code {run.code}", out, title="Fairness gate")
     if run.inputs.comment_on_pr:
         _comment(markdown, run.inputs, env, out)
     outputs = {
-        "gate-status": str(gate.get("state")),
+        "gate-status": str(run.state),
         "passed": "true" if run.code == 0 else "false",
         "exit-code": str(run.code),
         "worst-slices": json.dumps(worst_slices(run.results), ensure_ascii=False),

@@ -31,6 +31,11 @@ def register(sub, add_suite) -> None:
                    help="audit the recorded rows of a set whose manifest declares it incomplete (a pass stays illustrative)")
     r.add_argument("--quiet", action="store_true", help="print only the verdict line")
     r.add_argument("--junit", help="also write a JUnit XML report (one testcase per rule check) to this file")
+    r.add_argument("--baseline-ref",
+                   help="git revision to compare with (e.g. the pull request's base sha): its suite file and recordings "
+                        "are read from the repository's history, audited the same way into OUT/base and diffed into "
+                        "OUT/diff; a confident regression fails the run")
+    r.add_argument("--workspace", help="git work tree to read --baseline-ref from (default: the one holding --recordings)")
     r.set_defaults(handler=cmd_run)
     register_diff(sub, add_suite)
 
@@ -74,6 +79,7 @@ def cmd_run(args) -> int:
     run = result.run
     if getattr(args, "junit", None):
         _write_junit(run, args.junit)
+    comparison = _compare(args, options)
     from fairness.report._render import verdict_line
 
     line = re.sub(r"[*✅❌⚠️❔]+", "", verdict_line(run)).strip()
@@ -85,8 +91,33 @@ def cmd_run(args) -> int:
             if c.code in ("test-model", "stale-recordings", "incomplete-recordings"):
                 print(f"caveat: {c.message}", file=sys.stderr)
         print(f"wrote {', '.join(str(p) for p in result.files.values())}")
+    if comparison is None:
+        print(line)
+        return run.gate.exit_code
+    from fairness.pipeline._baseline import combined_exit_code, lead_md
+
+    lead = lead_md(comparison)
+    if lead:
+        print(re.sub(r"[*✅❌⚠️❔#]+", "", lead.splitlines()[0]).strip())
+    elif comparison.diff is None:
+        print(f"base vs head skipped: {comparison.note}")
+    else:
+        print(f"base vs head ({comparison.base}): {comparison.diff.state}, no regression rule breached")
     print(line)
-    return run.gate.exit_code
+    return combined_exit_code(run.gate.state, comparison, args.fail_on)
+
+
+def _compare(args, options):
+    """`--baseline-ref`: audit the base revision and diff; summary.md then carries the comparison."""
+    if not getattr(args, "baseline_ref", None):
+        return None
+    from fairness.pipeline._baseline import compare_with_ref, write_summary
+
+    comparison = compare_with_ref(args.baseline_ref, suite_ref=args.suite, recordings_dir=args.recordings,
+                                  head_out=args.out, options=options, workspace=args.workspace,
+                                  allow_incomplete=args.allow_incomplete)
+    write_summary(args.out, comparison)
+    return comparison
 
 
 def _write_junit(run, path: str) -> None:
