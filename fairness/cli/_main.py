@@ -92,8 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     rv.add_argument("directory")
 
     from fairness.cli._audit import register
+    from fairness.cli._init import register as register_init
 
     register(sub, _add_suite)
+    register_init(sub)
     return parser
 
 
