@@ -96,15 +96,15 @@ def compare_with_ref(
     head_suite = load_suite(suite_ref)
     with tempfile.TemporaryDirectory(prefix="fairness-base-") as tmpdir:
         tmp = Path(tmpdir)
+        blob = _git.read_blob(root, commit, f"{rec_rel}/{MANIFEST}")
+        if blob is None:
+            return Comparison(label, None, f"the base revision {label} has no recordings at `{rec_rel}`; nothing to compare")
         try:
             base_suite_ref, base_suite = _base_suite(root, commit, suite_ref, head_suite, tmp)
         except FairnessError as exc:
             raise _fail_prefix(f"the suite at {label}", exc) from None
         if base_suite_ref is None or base_suite is None:
             return Comparison(label, None, f"the base revision {label} has no suite file `{suite_ref}`; nothing to compare")
-        blob = _git.read_blob(root, commit, f"{rec_rel}/{MANIFEST}")
-        if blob is None:
-            return Comparison(label, None, f"the base revision {label} has no recordings at `{rec_rel}`; nothing to compare")
         base_manifest = _base_manifest(blob, f"the recordings at {label}")
         if _data_files(base_manifest) == _data_files(read_manifest(Path(recordings_dir))) and base_suite.hash == head_suite.hash:
             return Comparison(label, None, f"the recordings at {label} are byte-identical to the head's (same data-file "
