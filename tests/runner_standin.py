@@ -4,7 +4,8 @@ Each `run:` step runs with `bash --noprofile --norc -eo pipefail` in GITHUB_WORK
 the step's `env:` (expressions evaluated: `inputs.*`, `github.*`, `runner.*`, `steps.*`),
 a fresh GITHUB_OUTPUT per step (read back into `steps.<id>.outputs`), GITHUB_STEP_SUMMARY,
 RUNNER_TEMP and GITHUB_ACTION_PATH. `uses:` steps (setup-python, cache, upload-artifact)
-are not run: their outputs come from `uses_outputs`, keyed by step id.
+are not run: their outputs come from `uses_outputs`, keyed by step id. A failed step fails the
+action; later steps run only when their `if:` asks for it (`always()`, `failure()`).
 
 Installing is the one thing a test machine cannot do as a runner does (no fresh download
 of every dependency); `python_shim` gives setup-python's `python-path` an interpreter whose
@@ -26,7 +27,9 @@ import yaml
 from test_action import parse_output_file
 
 _EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
-_TOKEN = re.compile(r"'(?:[^']|'')*'|&&|\|\||==|!=|!|\(|\)|[A-Za-z_][\w.-]*|\d+(?:\.\d+)?|\s+")
+_STATUS = re.compile(r"\b(?:always|success|failure|cancelled)\(\)")
+_TOKEN = re.compile(r"'(?:[^']|'')*'|(?:always|success|failure|cancelled)\(\)|&&|\|\||==|!=|!|\(|\)|[A-Za-z_][\w.-]*"
+                    r"|\d+(?:\.\d+)?|\s+")
 
 
 @dataclass
@@ -60,6 +63,9 @@ def _lookup(path: str, context: dict[str, Any]) -> Any:
 
 
 def _value(tok: str, context: dict[str, Any]) -> Any:
+    if _STATUS.fullmatch(tok):
+        failed = bool(context.get("job_failed"))
+        return {"always()": True, "success()": not failed, "failure()": failed, "cancelled()": False}[tok]
     if tok.startswith("'"):
         return tok[1:-1].replace("''", "'")
     if tok in ("true", "false"):
@@ -105,11 +111,13 @@ def interpolate(text: str, context: dict[str, Any]) -> str:
 
 
 def _condition(cond: Any, context: dict[str, Any]) -> bool:
-    if cond is None:
-        return True
-    text = str(cond).strip()
+    """A step's `if:`; without a status function GitHub adds `success() &&`."""
+    text = "success()" if cond is None else str(cond).strip()
     m = _EXPR.fullmatch(text)
-    return bool(evaluate(m.group(1) if m else text, context))
+    expr = m.group(1) if m else text
+    if not _STATUS.search(expr):
+        expr = f"success() && ({expr})"
+    return bool(evaluate(expr, context))
 
 
 def python_shim(directory: Path) -> Path:
@@ -159,6 +167,7 @@ def run_composite(
         "runner": {"temp": str(temp), "os": "Linux", "arch": "X64"},
         "steps": {},
         "env": {},
+        "job_failed": False,
     }
     resolved: dict[str, str] = {}
     for name, spec in (doc.get("inputs") or {}).items():
@@ -196,8 +205,8 @@ def run_composite(
         context["steps"][sid] = {"outputs": parse_output_file(output_file.read_text()),
                                  "outcome": "success" if proc.returncode == 0 else "failure"}
         steps.append(StepResult(name, proc.returncode, proc.stdout, proc.stderr))
-        if proc.returncode != 0:
-            code = proc.returncode
-            break
+        if proc.returncode != 0 and not code:
+            code = proc.returncode  # later steps run only if their `if:` asks for it (always(), failure())
+            context["job_failed"] = True
     outputs = {name: interpolate(str(spec.get("value", "")), context) for name, spec in (doc.get("outputs") or {}).items()}
     return ActionResult(code, outputs, summary_file.read_text(), steps)
