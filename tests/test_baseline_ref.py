@@ -18,8 +18,9 @@ from conftest import DEFAULT_RECORDINGS, write_recording_set
 from test_action import parse_output_file, workflow_commands
 
 from fairness.action import _main as _action
-from fairness.audit._audit import AuditOptions
+from fairness.audit._options import AuditOptions
 from fairness.cli import _main as cli
+from fairness.pipeline._options import RunOptions
 from fairness.pipeline._run import run_audit
 from fairness.recordings import _git
 from fairness.suite._suite import load_suite, parse_suite
@@ -45,7 +46,7 @@ SUITE = {
 """20 template cells × 2 slices × 2 seeds = 80 rows; a lenient absolute rule, the default suite's regression rule."""
 
 
-def clean(case) -> str:  # noqa: ARG001 - every row the same answer
+def clean(case) -> str:
     return CLEAN
 
 
@@ -105,7 +106,7 @@ def test_confident_regression_fails_a_passing_head_and_leads_the_summary(repo, c
     assert run() == 0  # on its own the head passes: 0.5 < 0.7
     assert run("--baseline-ref", base) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[-2] == f"Base vs head: a confident regression against commit `{base[:12]}`"
+    assert out[-1] == f"Base vs head: a confident regression against commit `{base[:12]}`"
     head = json.loads(Path("out/results.json").read_text())
     assert head["gate"]["state"] == "pass"
     base_results = json.loads(Path("out/base/results.json").read_text())
@@ -116,7 +117,8 @@ def test_confident_regression_fails_a_passing_head_and_leads_the_summary(repo, c
     assert (check["rule"], check["scope"], check["state"], check["change"]) == ("stereotype-regression", "family=F1", "fail", 0.5)
     summary = Path("out/summary.md").read_text()
     assert summary.startswith(f"## ❌ Base vs head: a confident regression against commit `{base[:12]}`\n\n"
-                              "- **stereotype-regression** [family=F1]: change +0.5, interval [0.5, 0.5] lies beyond 0.02\n")
+                              "- **stereotype-regression** [family=F1]: change +0.5 from base to head; breached with confidence: "
+                              "0.5 > 0.02, interval [0.5, 0.5] lies beyond it\n")
     assert summary.index("## Fairness audit") < summary.index("### Base vs head")
 
 
@@ -187,7 +189,8 @@ def test_action_baseline_ref_input(repo):
     errors = [c for c in workflow_commands(out.getvalue()) if c.name == "error"]
     assert [(c.props["title"], c.message) for c in errors] == [(
         "Fairness regression stereotype-regression [family=F1]",
-        f"change +0.5, interval [0.5, 0.5] lies beyond 0.02 against commit `{base[:12]}`")]
+        "change +0.5 from base to head; breached with confidence: 0.5 > 0.02, interval [0.5, 0.5] lies beyond it "
+        f"(against commit `{base[:12]}`)")]
 
 
 def test_baseline_and_baseline_ref_exclude_each_other():
@@ -230,7 +233,7 @@ def test_new_rules_do_not_make_the_committed_recordings_stale(tmp_path):
     suite = load_suite("fairness-cards/qwen-v0.1")
     manifest = json.loads((DEFAULT_RECORDINGS / "manifest.json").read_text())
     assert manifest["suite_hash"] != suite.hash
-    result = run_audit("fairness-cards/qwen-v0.1", DEFAULT_RECORDINGS, tmp_path, AuditOptions(bootstrap=50, permutations=0))
+    result = run_audit(RunOptions(recordings=DEFAULT_RECORDINGS, out=tmp_path, audit=AuditOptions(bootstrap=50, permutations=0)))
     assert "stale-recordings" not in {c.code for c in result.run.caveats}
 
 
@@ -239,7 +242,8 @@ def test_a_changed_grid_is_stale(tmp_path):
     rec = write_recording_set(tmp_path / "rec", suite, clean)
     smaller = tmp_path / "suite.yaml"
     smaller.write_text(yaml.safe_dump({**SUITE, "seeds": [1]}))  # a sub-grid: every row is recorded
-    result = run_audit(str(smaller), rec, tmp_path / "out", AuditOptions(bootstrap=50, permutations=0))
+    result = run_audit(RunOptions(suite=str(smaller), recordings=rec, out=tmp_path / "out",
+                                  audit=AuditOptions(bootstrap=50, permutations=0)))
     assert [c.message for c in result.run.caveats if c.code == "stale-recordings"] == [
         "the recordings were made for another grid of this suite (grid hash differs); every replayed row matches "
         "its prompt, sampling and seed, but the recorded grid held other rows"]

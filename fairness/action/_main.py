@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import math
 import os
 import re
 import sys
@@ -18,10 +17,16 @@ import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from fairness._util.errors import FairnessError
 from fairness.action import _commands as _gha
+from fairness.audit._gate import FailOn, State
+from fairness.audit._options import DEFAULT_PERMUTATIONS, AuditOptions
+from fairness.audit._stats import DEFAULT_B
+
+if TYPE_CHECKING:
+    from fairness.pipeline._options import RunOptions
 
 ENV = {
     "suite": "FAIRNESS_SUITE",
@@ -35,6 +40,7 @@ ENV = {
     "min-group-size": "FAIRNESS_MIN_GROUP_SIZE",
     "allow-incomplete": "FAIRNESS_ALLOW_INCOMPLETE",
     "bootstrap": "FAIRNESS_BOOTSTRAP",
+    "permutations": "FAIRNESS_PERMUTATIONS",
     "baseline": "FAIRNESS_BASELINE",
     "baseline-ref": "FAIRNESS_BASELINE_REF",
     "comment-on-pr": "FAIRNESS_COMMENT_ON_PR",
@@ -67,10 +73,11 @@ class Inputs:
     model: str
     provider: str
     threshold: float | None
-    fail_on: str | None
+    fail_on: FailOn | None
     min_group_size: int | None
     allow_incomplete: bool
     bootstrap: int
+    permutations: int
     baseline: str | None
     baseline_ref: str | None
     comment_on_pr: bool
@@ -88,16 +95,12 @@ def _raw(env: Mapping[str, str], name: str, default: str = "") -> str:
     return value
 
 
-def _number(name: str, raw: str, kind: type, *, positive: bool = True) -> Any:
+def _number(name: str, raw: str, kind: type[int] | type[float]) -> Any:
+    """The input's text as a number; ranges are the library's to check (`AuditOptions`)."""
     try:
-        value = kind(raw)
+        return kind(raw)
     except ValueError:
         raise FairnessError(f"input `{name}` must be {'an integer' if kind is int else 'a number'}, got {raw!r}") from None
-    if kind is float and not math.isfinite(value):
-        raise FairnessError(f"input `{name}` must be a finite number, got {raw!r}")
-    if positive and kind is int and value < 1:
-        raise FairnessError(f"input `{name}` must be a positive integer, got {raw!r}")
-    return value
 
 
 def _choice(name: str, raw: str, choices: tuple[str, ...]) -> str:
@@ -135,7 +138,7 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         raise FairnessError(NO_RECORDINGS)
     if baseline_ref and mode == "live":
         raise FairnessError("input `baseline-ref` compares committed recordings; it needs `mode: replay`")
-    return Inputs(
+    inputs = Inputs(
         suite=_raw(env, "suite") or DEFAULT_SUITE,
         recordings=recordings,
         out_dir=_raw(env, "out-dir") or "fairness-out",
@@ -143,47 +146,46 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         model=model,
         provider=provider,
         threshold=_number("threshold", threshold, float) if threshold else None,
-        fail_on=_choice("fail-on", _raw(env, "fail-on"), ("", "fail", "illustrative")) or None,
+        fail_on=cast("FailOn | None", _choice("fail-on", _raw(env, "fail-on"), ("", "fail", "illustrative")) or None),
         min_group_size=_number("min-group-size", mgs, int) if mgs else None,
         allow_incomplete=_bool("allow-incomplete", _raw(env, "allow-incomplete")),
-        bootstrap=_number("bootstrap", _raw(env, "bootstrap") or "2000", int),
+        bootstrap=_number("bootstrap", _raw(env, "bootstrap") or str(DEFAULT_B), int),
+        permutations=_number("permutations", _raw(env, "permutations") or str(DEFAULT_PERMUTATIONS), int),
         baseline=baseline or None,
         baseline_ref=baseline_ref or None,
         comment_on_pr=_bool("comment-on-pr", _raw(env, "comment-on-pr")),
         python_version=_raw(env, "python-version"),
         github_token=env.get(ENV["github-token"], "").strip(),
     )
+    audit_options(inputs)  # the library validates every range before anything runs
+    return inputs
+
+
+def audit_options(inputs: Inputs) -> AuditOptions:
+    """The typed audit options these inputs ask for (a FairnessError names a bad one)."""
+    return AuditOptions(
+        bootstrap=inputs.bootstrap, permutations=inputs.permutations, threshold=inputs.threshold,
+        fail_on=inputs.fail_on, min_group_size=inputs.min_group_size,
+    )
 
 
 # -- engine ---------------------------------------------------------------------------
 
 
-def run_cli(argv: list[str]) -> int:
-    """Run one CLI command in-process; a FairnessError propagates to the caller."""
-    from fairness.cli._main import COMMANDS, build_parser
+def generate_recordings(inputs: Inputs, out: Path) -> None:
+    """Live mode: record the suite's grid with the chosen provider into `out`."""
+    from fairness.generate._factory import run_generate
+    from fairness.generate._options import EngineOptions
 
-    args = build_parser().parse_args(argv)
-    handler = COMMANDS.get(args.command) or args.handler
-    return int(handler(args))
-
-
-def generate_argv(inputs: Inputs, out: Path) -> list[str]:
-    return ["generate", "--suite", inputs.suite, "--engine", inputs.provider, "--model", inputs.model,
-            "--out", str(out), "--live", "--no-progress"]
+    run_generate(inputs.suite, EngineOptions(engine=inputs.provider, model=inputs.model), out, progress=False)
 
 
-def audit_argv(inputs: Inputs, recordings: Path, out: Path) -> list[str]:
-    argv = ["run", "--suite", inputs.suite, "--recordings", str(recordings), "--out", str(out),
-            "--bootstrap", str(inputs.bootstrap)]
-    if inputs.threshold is not None:
-        argv += ["--threshold", repr(inputs.threshold)]
-    if inputs.fail_on:
-        argv += ["--fail-on", inputs.fail_on]
-    if inputs.min_group_size is not None:
-        argv += ["--min-group-size", str(inputs.min_group_size)]
-    if inputs.allow_incomplete:
-        argv.append("--allow-incomplete")
-    return argv
+def run_options(inputs: Inputs, recordings: Path, out: Path) -> RunOptions:
+    """The main job these inputs ask for; JUnit goes next to results.json."""
+    from fairness.pipeline._options import RunOptions
+
+    return RunOptions(suite=inputs.suite, recordings=recordings, out=out, allow_incomplete=inputs.allow_incomplete,
+                      junit=out / "junit.xml", audit=audit_options(inputs))
 
 
 # -- reporting ------------------------------------------------------------------------
@@ -260,58 +262,53 @@ def _log_inputs(inputs: Inputs, out: TextIO) -> None:
 
 def _engine(inputs: Inputs, env: Mapping[str, str], out: TextIO) -> _Run:
     dest = Path(inputs.out_dir)
-    recordings = Path(inputs.recordings)
+    recordings = Path(inputs.recordings)  # in the workspace: the Action's own recordings are no fallback
     if inputs.mode == "live":
         recordings = dest / "recordings"
         with _gha.group(f"Generate live with {inputs.provider}", out), _gha.stop_commands(out):
-            run_cli(generate_argv(inputs, recordings))
+            generate_recordings(inputs, recordings)
+    from fairness.pipeline._run import print_outcome, run_audit
+
     with _gha.group("Audit", out), _gha.stop_commands(out):
-        run_cli(audit_argv(inputs, recordings, dest))
-    results = json.loads((dest / "results.json").read_text(encoding="utf-8"))
-    code = int(results["gate"]["exit_code"])
-    run = _Run(inputs, dest, code, results, state=str(results["gate"]["state"]))
+        result = run_audit(run_options(inputs, recordings, dest))
+        print_outcome(result, out=out, err=out)
+    results = result.run.model_dump(mode="json")
+    run = _Run(inputs, dest, result.run.gate.exit_code, results, state=result.run.gate.state)
     if inputs.baseline or inputs.baseline_ref:
-        _compare(run, recordings, env, out)
+        _compare(run, run_options(inputs, recordings, dest), env, out)
     return run
 
 
-def _compare(run: _Run, recordings: Path, env: Mapping[str, str], out: TextIO) -> None:
+def _compare(run: _Run, options: RunOptions, env: Mapping[str, str], out: TextIO) -> None:
     """Base vs head, from a base run (`baseline`) or a git revision (`baseline-ref`).
 
     A regression fails the step even when the head passes; summary.md then leads with it."""
-    from fairness.cli._audit import _options
-    from fairness.cli._main import build_parser
     from fairness.pipeline import _baseline
 
     inputs = run.inputs
-    options = _options(build_parser().parse_args(audit_argv(inputs, recordings, run.out)))  # the head's very options
     title = f"Compare with the base revision `{inputs.baseline_ref}`" if inputs.baseline_ref else "Diff against the baseline run"
     with _gha.group(title, out), _gha.stop_commands(out):
         if inputs.baseline_ref:
-            comparison = _baseline.compare_with_ref(inputs.baseline_ref, suite_ref=inputs.suite, recordings_dir=recordings,
-                                          head_out=run.out, options=options, workspace=env.get("GITHUB_WORKSPACE") or None,
-                                          allow_incomplete=inputs.allow_incomplete)
+            comparison = _baseline.compare_with_ref(inputs.baseline_ref, options,
+                                                    workspace=env.get("GITHUB_WORKSPACE") or None)
         else:
-            comparison = _baseline.compare_with_run(str(inputs.baseline), suite_ref=inputs.suite, head_out=run.out, options=options)
+            comparison = _baseline.compare_with_run(str(inputs.baseline), options)
+        print(comparison.markdown())
     _baseline.write_summary(run.out, comparison)
     if comparison.diff is None:
         _gha.command("notice", f"base vs head skipped: {comparison.note}", out, title="llm-fairness-check")
         return
     run.diff_state = comparison.diff.state
-    head_state = run.state or "undefined"
-    run.state = _baseline.combined_state(head_state, comparison)  # type: ignore[arg-type]
-    run.code = _baseline.combined_exit_code(head_state, comparison, inputs.fail_on)  # type: ignore[arg-type]
-    if comparison.diff.state == "fail":
-        for c in [c for c in comparison.diff.checks if c.state == "fail"][:MAX_ANNOTATIONS]:
-            _gha.command("error", f"{c.reason} against {comparison.base}", out, title=f"Fairness regression {c.rule} [{c.scope}]")
+    head_state = cast("State", run.state)
+    run.state = _baseline.combined_state(head_state, comparison)
+    run.code = _baseline.combined_exit_code(head_state, comparison, inputs.fail_on)
+    for c in [c for c in comparison.diff.checks if c.state == "fail"][:MAX_ANNOTATIONS]:
+        _gha.command("error", f"{_baseline.check_text(c)} (against {comparison.base})", out,
+                     title=f"Fairness regression {c.rule} [{c.scope}]")
 
 
 def _report(run: _Run, env: Mapping[str, str], out: TextIO) -> None:
-    from fairness.recordings._store import write_atomic
-    from fairness.report._junit import junit_xml
-
     dest = run.out
-    write_atomic(dest / "junit.xml", junit_xml(run.results))
     markdown = (dest / "summary.md").read_text(encoding="utf-8")
     if env.get("GITHUB_STEP_SUMMARY"):
         _gha.append_summary(env["GITHUB_STEP_SUMMARY"], markdown)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import re
-import sys
+import argparse
+from typing import TYPE_CHECKING
 
-from fairness._util.errors import FairnessError
+if TYPE_CHECKING:
+    from fairness.pipeline._options import RunOptions
 
 
 def register(sub, add_suite) -> None:
@@ -40,16 +41,12 @@ def register(sub, add_suite) -> None:
     register_diff(sub, add_suite)
 
 
-def _options(args):
-    from fairness.audit._audit import AuditOptions
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """The typed options of `run`; the library validates every value."""
+    from fairness.audit._options import AuditOptions
+    from fairness.pipeline._options import RunOptions, parse_evaluators
 
-    if args.bootstrap < 1:
-        raise FairnessError("`--bootstrap` must be a positive integer")
-    if args.permutations < 0:
-        raise FairnessError("`--permutations` must be a non-negative integer")
-    if args.min_group_size is not None and args.min_group_size < 1:
-        raise FairnessError("`--min-group-size` must be a positive integer")
-    return AuditOptions(
+    audit = AuditOptions(
         bootstrap=args.bootstrap,
         permutations=args.permutations,
         seed=args.seed,
@@ -60,77 +57,28 @@ def _options(args):
         scorer_mode=args.scorer_mode,
         threshold=args.threshold,
     )
+    return RunOptions(
+        suite=args.suite, recordings=args.recordings, out=args.out, evaluators=parse_evaluators(args.evaluators),
+        bbq_recordings=args.bbq_recordings, bbq_items=args.bbq_items, allow_incomplete=args.allow_incomplete,
+        junit=args.junit, audit=audit,
+    )
 
 
-def cmd_run(args) -> int:
-    from fairness.pipeline._run import compact_table, run_audit
+def cmd_run(args: argparse.Namespace) -> int:
+    from fairness.pipeline._run import print_outcome, run_audit
 
-    options = _options(args)
-    from fairness.evaluators._adapter import EVALUATORS
+    options = run_options(args)
+    result = run_audit(options)
+    if not args.baseline_ref:
+        print_outcome(result, quiet=args.quiet)
+        return result.run.gate.exit_code
+    from fairness.pipeline._baseline import combined_exit_code, compare_with_ref, outcome_line, write_summary
 
-    names = tuple(x.strip() for x in args.evaluators.split(",") if x.strip() and x.strip() != "none")
-    if names == ("all",):
-        names = EVALUATORS
-    unknown = [x for x in names if x not in EVALUATORS]
-    if unknown:
-        raise FairnessError(f"`--evaluators`: unknown evaluator `{unknown[0]}` (choose from {', '.join(EVALUATORS)} or none)")
-    result = run_audit(args.suite, args.recordings, args.out, options, evaluators=names,
-                       bbq_dir=args.bbq_recordings, bbq_items=args.bbq_items, allow_incomplete=args.allow_incomplete)
-    run = result.run
-    if getattr(args, "junit", None):
-        _write_junit(run, args.junit)
-    comparison = _compare(args, options)
-    from fairness.report._render import verdict_line
-
-    line = re.sub(r"[*✅❌⚠️❔]+", "", verdict_line(run)).strip()
-    if not args.quiet:
-        print(compact_table(run))
-        for s in run.stability:
-            print(s.summary)
-        for c in run.caveats:
-            if c.code in ("test-model", "stale-recordings", "incomplete-recordings"):
-                print(f"caveat: {c.message}", file=sys.stderr)
-        print(f"wrote {', '.join(str(p) for p in result.files.values())}")
-    if comparison is None:
-        print(line)
-        return run.gate.exit_code
-    from fairness.pipeline._baseline import combined_exit_code, lead_md
-
-    lead = lead_md(comparison)
-    if lead:
-        print(re.sub(r"[*✅❌⚠️❔#]+", "", lead.splitlines()[0]).strip())
-    elif comparison.diff is None:
-        print(f"base vs head skipped: {comparison.note}")
-    else:
-        print(f"base vs head ({comparison.base}): {comparison.diff.state}, no regression rule breached")
-    print(line)
-    return combined_exit_code(run.gate.state, comparison, args.fail_on)
-
-
-def _compare(args, options):
-    """`--baseline-ref`: audit the base revision and diff; summary.md then carries the comparison."""
-    if not getattr(args, "baseline_ref", None):
-        return None
-    from fairness.pipeline._baseline import compare_with_ref, write_summary
-
-    comparison = compare_with_ref(args.baseline_ref, suite_ref=args.suite, recordings_dir=args.recordings,
-                                  head_out=args.out, options=options, workspace=args.workspace,
-                                  allow_incomplete=args.allow_incomplete)
-    write_summary(args.out, comparison)
-    return comparison
-
-
-def _write_junit(run, path: str) -> None:
-    """JUnit XML for CI test reporters; written after the audit's own outputs."""
-    from pathlib import Path
-
-    from fairness.recordings._store import write_atomic
-    from fairness.report._junit import junit_xml
-
-    try:
-        write_atomic(Path(path), junit_xml(run.model_dump(mode="json")))
-    except OSError as exc:
-        raise FairnessError(f"cannot write --junit `{path}`: {exc.strerror or exc}") from None
+    comparison = compare_with_ref(args.baseline_ref, options, workspace=args.workspace)
+    write_summary(options.out, comparison)
+    print_outcome(result, quiet=args.quiet)
+    print(outcome_line(comparison))
+    return combined_exit_code(result.run.gate.state, comparison, options.audit.fail_on)
 
 
 def register_diff(sub, add_suite) -> None:
@@ -144,22 +92,11 @@ def register_diff(sub, add_suite) -> None:
     d.set_defaults(handler=cmd_diff)
 
 
-def cmd_diff(args) -> int:
-    from pathlib import Path
+def cmd_diff(args: argparse.Namespace) -> int:
+    from fairness.audit._options import AuditOptions
+    from fairness.pipeline._diff import run_diff
 
-    from fairness.audit._diff import diff_md, diff_runs
-    from fairness.recordings._store import write_atomic
-    from fairness.suite._suite import load_suite
-
-    if args.bootstrap < 1:
-        raise FairnessError("`--bootstrap` must be a positive integer")
-    rules = list(load_suite(args.suite).rules)
-    d = diff_runs(args.base, args.head, rules=rules, B=args.bootstrap, seed=args.seed)
-    md = diff_md(d)
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        write_atomic(out / "diff.json", d.model_dump_json(indent=1) + "\n")
-        write_atomic(out / "diff.md", md)
+    d, md = run_diff(args.base, args.head, suite=args.suite, out=args.out,
+                     options=AuditOptions(bootstrap=args.bootstrap, seed=args.seed))
     print(md)
     return d.exit_code

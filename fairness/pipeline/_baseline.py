@@ -11,20 +11,24 @@ the step even when the head passes on its own, and summary.md then leads with it
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from fairness._util.errors import FairnessError
-from fairness.audit._audit import AuditOptions
-from fairness.audit._diff import DiffResult, diff_md, diff_runs
+from fairness.audit._diff import DiffResult, RegressionCheck, diff_md
 from fairness.audit._gate import State, exit_code, overall_state
 from fairness.recordings import _git
 from fairness.recordings._store import MANIFEST, Manifest, read_manifest, write_atomic
 from fairness.report._render import ICONS, cap_summary
 from fairness.suite._suite import BUILTIN_SUITES, Suite, load_suite
+
+if TYPE_CHECKING:
+    from fairness.pipeline._options import RunOptions
 
 BASE_DIR = "base"
 DIFF_DIR = "diff"
@@ -76,61 +80,54 @@ def _data_files(m: Manifest) -> list[tuple[str, str]]:
     return sorted((f.path, f.sha256) for f in m.files)
 
 
-def compare_with_ref(
-    ref: str,
-    *,
-    suite_ref: str,
-    recordings_dir: str | Path,
-    head_out: str | Path,
-    options: AuditOptions,
-    workspace: str | Path | None = None,
-    allow_incomplete: bool = False,
-) -> Comparison:
-    """Audit the suite and recordings as of `ref` and diff them against the head run in `head_out`."""
+def compare_with_ref(ref: str, options: RunOptions, *, workspace: str | Path | None = None) -> Comparison:
+    """Audit the suite and recordings as of `ref` the way `options` audits the head (already run into
+    `options.out`), and diff the two. `workspace`: the git work tree to read (default: the recordings')."""
     from fairness.pipeline._run import run_audit
 
-    root = _git.repo_root(Path(workspace) if workspace is not None else Path(recordings_dir).resolve())
+    root = _git.repo_root(Path(workspace) if workspace is not None else options.recordings.resolve())
     commit = _git.resolve_commit(root, ref)
     label = f"ref `{ref}` ({commit[:12]})" if not commit.startswith(ref) else f"commit `{commit[:12]}`"
-    rec_rel = _git.path_in_repo(root, recordings_dir)
-    head_suite = load_suite(suite_ref)
+    rec_rel = _git.path_in_repo(root, options.recordings)
+    head_suite = load_suite(options.suite)
     with tempfile.TemporaryDirectory(prefix="fairness-base-") as tmpdir:
         tmp = Path(tmpdir)
         blob = _git.read_blob(root, commit, f"{rec_rel}/{MANIFEST}")
         if blob is None:
             return Comparison(label, None, f"the base revision {label} has no recordings at `{rec_rel}`; nothing to compare")
         try:
-            base_suite_ref, base_suite = _base_suite(root, commit, suite_ref, head_suite, tmp)
+            base_suite_ref, base_suite = _base_suite(root, commit, options.suite, head_suite, tmp)
         except FairnessError as exc:
             raise _fail_prefix(f"the suite at {label}", exc) from None
         if base_suite_ref is None or base_suite is None:
-            return Comparison(label, None, f"the base revision {label} has no suite file `{suite_ref}`; nothing to compare")
+            return Comparison(label, None, f"the base revision {label} has no suite file `{options.suite}`; nothing to compare")
         base_manifest = _base_manifest(blob, f"the recordings at {label}")
-        if _data_files(base_manifest) == _data_files(read_manifest(Path(recordings_dir))) and base_suite.hash == head_suite.hash:
+        if _data_files(base_manifest) == _data_files(read_manifest(options.recordings)) and base_suite.hash == head_suite.hash:
             return Comparison(label, None, f"the recordings at {label} are byte-identical to the head's (same data-file "
                                            "sha256 in both manifests) and the suite is unchanged, so nothing can differ")
         base_recordings = tmp / "recordings"
         _git.export_dir(root, commit, rec_rel, base_recordings)
-        base_out = Path(head_out) / BASE_DIR
+        base = options.model_copy(update={  # the same audit options; the extras do not enter the diff
+            "suite": base_suite_ref, "recordings": base_recordings, "out": options.out / BASE_DIR,
+            "junit": None, "evaluators": (), "bbq_recordings": None,
+        })
         try:
-            run_audit(base_suite_ref, base_recordings, base_out, options, allow_incomplete=allow_incomplete)
+            run_audit(base)
         except FairnessError as exc:
             raise _fail_prefix(f"auditing the base revision {label}", exc) from None
-    return Comparison(label, _diff(base_out, head_out, head_suite, options))
+    return Comparison(label, _diff(options.out / BASE_DIR, options))
 
 
-def compare_with_run(baseline: str | Path, *, suite_ref: str, head_out: str | Path,
-                     options: AuditOptions) -> Comparison:
+def compare_with_run(baseline: str | Path, options: RunOptions) -> Comparison:
     """Diff against a base run the user produced (an output directory of `run` or its results.json)."""
-    return Comparison(f"run `{baseline}`", _diff(Path(baseline), head_out, load_suite(suite_ref), options))
+    return Comparison(f"run `{baseline}`", _diff(Path(baseline), options))
 
 
-def _diff(base_out: Path, head_out: str | Path, suite: Suite, options: AuditOptions) -> DiffResult:
-    d = diff_runs(base_out, head_out, rules=list(suite.rules), B=options.bootstrap, seed=options.seed)
-    out = Path(head_out) / DIFF_DIR
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "diff.json", d.model_dump_json(indent=1) + "\n")
-    write_atomic(out / "diff.md", diff_md(d))
+def _diff(base_out: Path, options: RunOptions) -> DiffResult:
+    """Regression rules come from the head's suite: the policy under review is the one proposed."""
+    from fairness.pipeline._diff import run_diff
+
+    d, _ = run_diff(base_out, options.out, suite=options.suite, out=options.out / DIFF_DIR, options=options.audit)
     return d
 
 
@@ -145,6 +142,11 @@ def combined_exit_code(head_state: State, comparison: Comparison | None, fail_on
     return exit_code(combined_state(head_state, comparison), fail_on)  # type: ignore[arg-type]
 
 
+def check_text(check: RegressionCheck) -> str:
+    """A regression check in words: the change from base to head, then the gate's reason."""
+    return check.reason if check.change is None else f"change {check.change:+.4g} from base to head; {check.reason}"
+
+
 def lead_md(comparison: Comparison) -> str:
     """The regression headline that opens the summary when the diff does not pass."""
     d = comparison.diff
@@ -154,8 +156,18 @@ def lead_md(comparison: Comparison) -> str:
     what = {"fail": "a confident regression", "illustrative": "a possible regression (the interval straddles the threshold)",
             "undefined": "the regression rules could not be evaluated"}[d.state]
     lines = [f"## {ICONS[d.state]} Base vs head: {what} against {comparison.base}", ""]
-    lines += [f"- **{c.rule}** [{c.scope}]: {c.reason}" for c in bad[:20]]
+    lines += [f"- **{c.rule}** [{c.scope}]: {check_text(c)}" for c in bad[:20]]
     return "\n".join(lines) + "\n"
+
+
+def outcome_line(comparison: Comparison) -> str:
+    """One console line for the comparison (plain text, like the verdict line)."""
+    if comparison.diff is None:
+        return f"base vs head skipped: {comparison.note}"
+    lead = lead_md(comparison)
+    if lead:
+        return re.sub(r"[*✅❌⚠️❔#]+", "", lead.splitlines()[0]).strip()
+    return f"base vs head against {comparison.base}: no regression rule breached"
 
 
 def write_summary(head_out: str | Path, comparison: Comparison) -> str:
@@ -167,5 +179,5 @@ def write_summary(head_out: str | Path, comparison: Comparison) -> str:
     return text
 
 
-__all__ = ["Comparison", "combined_exit_code", "combined_state", "compare_with_ref", "compare_with_run", "lead_md",
-           "write_summary"]
+__all__ = ["Comparison", "check_text", "combined_exit_code", "combined_state", "compare_with_ref", "compare_with_run", "lead_md",
+           "outcome_line", "write_summary"]
