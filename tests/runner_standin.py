@@ -15,6 +15,7 @@ of every dependency); `python_shim` gives setup-python's `python-path` an interp
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import subprocess
@@ -88,6 +89,9 @@ def evaluate(expr: str, context: dict[str, Any]) -> Any:
             tokens.append(m.group(0))
     if pos != len(expr) or not tokens:
         raise ValueError(f"the stand-in does not support the expression {expr!r}")
+    calls = [t for t, nxt in itertools.pairwise(tokens) if nxt == "(" and t not in ("&&", "||", "!", "(", "==", "!=")]
+    if calls:  # hashFiles(), format(), contains() … are not emulated
+        raise ValueError(f"the stand-in does not support the function {calls[0]}() in {expr!r}")
     if len(tokens) == 1:
         return _value(tokens[0], context)
     ops = {"&&": " and ", "||": " or ", "!": " not ", "(": "(", ")": ")", "==": " == ", "!=": " != "}

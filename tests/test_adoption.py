@@ -148,3 +148,21 @@ def test_adopt_record_gate_and_fail_on_a_regression(adopter, api, tmp_path, caps
     assert check["ci"][0] > 0.02
     assert second.summary.startswith(f"## ❌ Base vs head: a confident regression against commit `{adopted[:12]}`\n")
     assert "::error title=Fairness regression stereotype-regression [family=F1]::" in second.log
+
+
+def test_runner_standin_evaluates_expressions_as_github_does():
+    from runner_standin import _condition, evaluate
+
+    ctx = {"inputs": {"mode": "Replay", "upload-artifact": "true"}, "runner": {"os": "Linux"},
+           "steps": {"cache": {"outputs": {}}, "fairness": {"outputs": {"artifact-name": "card"}}}, "job_failed": False}
+    assert evaluate("inputs.mode", ctx) == "Replay"  # a bare value keeps its case
+    assert evaluate("inputs.mode == 'replay'", ctx) is True  # comparisons ignore case
+    assert evaluate("steps.cache.outputs.cache-hit != 'true' && runner.os != 'Windows'", ctx) is True
+    assert interpolate("venv-${{ runner.os }}-${{ steps.missing.outputs.x }}", ctx) == "venv-Linux-"
+    assert _condition("inputs.mode != 'live'", ctx) is True
+    ctx["job_failed"] = True  # after a failed step only always() / failure() steps run
+    assert _condition("inputs.mode != 'live'", ctx) is False
+    assert _condition("always() && steps.fairness.outputs.artifact-name != ''", ctx) is True
+    assert _condition("${{ failure() }}", ctx) is True
+    with pytest.raises(ValueError, match="does not support"):
+        evaluate("hashFiles('x')", ctx)
