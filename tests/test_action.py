@@ -543,7 +543,8 @@ class TestPRComment:
         fake.comments = [{"id": 1, "body": quoted, "user": {"login": "alice"}},
                          {"id": 2, "body": pasted, "user": {"login": "alice"}}]
         out = io.StringIO()
-        inputs = _action.read_inputs({"FAIRNESS_COMMENT_ON_PR": "true", "FAIRNESS_GITHUB_TOKEN": "tok"})
+        inputs = _action.read_inputs({"FAIRNESS_RECORDINGS": "rec", "FAIRNESS_COMMENT_ON_PR": "true",
+                                      "FAIRNESS_GITHUB_TOKEN": "tok"})
         _action._comment("verdict", inputs, env, out)
         assert [c.name for c in workflow_commands(out.getvalue())] == []  # no notice: nothing was refused
         assert "pull-request comment created" in out.getvalue()
