@@ -413,3 +413,8 @@ class TestAuditDeterminism:
         b, _ = audit(default_suite, cases, recs, rs.manifest, AuditOptions(seed=2, permutations=0))
         assert [c.model_dump() for c in a.rules] == [c.model_dump() for c in b.rules]
         assert a.estimand.startswith("grid estimand") and a.tests["estimand"] == a.estimand
+
+
+def test_gap_power_uses_the_pair_variance_at_the_threshold_not_zero():
+    """Both slices at 0: the test still needs v(0) + v(0.01) per row: (1.959964·√0.0099 / 0.01)² = 380.3 effective rows."""
+    assert n_eff_needed(0.0, 0.01, "rate", 0.025, gap_base=0.0) == pytest.approx(380.3, abs=0.1)

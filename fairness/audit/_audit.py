@@ -27,7 +27,6 @@ from fairness.audit._intervals import (
     n_eff_needed,
     pooled_interval,
     seeds_needed,
-    unit_var,
 )
 from fairness.audit._intervals import gap_interval as gap_ci
 from fairness.audit._intervals import slice_intervals as slice_ci
@@ -422,7 +421,7 @@ def _settle(rule: DecisionRule, spec: MetricSpec, cc: CellCounts, value: float, 
     if rule.statistic == "rate":
         pb = SliceBounds.of(cc.pooled())
         n_eff_now, cells = float(pb.n_eff[0]), int(cc.pooled().cells[0])
-        t_fail, t_pass, gap_var, base = tail, alpha / 2, None, None
+        t_fail, t_pass, base = tail, alpha / 2, None
         param, per_cell = pb.param, k
     elif rule.statistic == "max_minus_min":
         v = cc.values
@@ -431,7 +430,6 @@ def _settle(rule: DecisionRule, spec: MetricSpec, cc: CellCounts, value: float, 
         cells = int(min(cc.cells[hi_i], cc.cells[lo_i]))
         pairs = k * (k - 1) // 2
         t_fail, t_pass = (tail / (2 * pairs), alpha / 2) if over else (alpha / 2, tail / (2 * pairs))
-        gap_var = unit_var(float(v[hi_i]), cc.kind) + unit_var(float(v[lo_i]), cc.kind)
         base, param, per_cell = float(v[lo_i]), sb.param, 1
     else:
         v = cc.values
@@ -441,9 +439,9 @@ def _settle(rule: DecisionRule, spec: MetricSpec, cc: CellCounts, value: float, 
         fail_split = split_low == over
         t_fail = tail / k if fail_split else tail
         t_pass = alpha / 2 if fail_split else alpha / (2 * k)
-        gap_var, base, param, per_cell = None, None, sb.param, 1
+        base, param, per_cell = None, sb.param, 1
     t_need = t_fail if toward == "fail" else t_pass
-    need = n_eff_needed(value, t, cc.kind, t_need, gap=gap_var)
+    need = n_eff_needed(value, t, cc.kind, t_need, gap_base=base)
     rows, seeds = seeds_needed(need, cells, cc.kind, param)
     if seeds is not None and per_cell > 1:
         seeds = math.ceil(seeds / per_cell)
@@ -611,6 +609,7 @@ def _run_caveats(suite: Suite, manifest: Manifest, mode: str, results: dict[str,
             if scope_name != "overall" and not (name in ruled and scope_name.startswith("family=") and "," not in scope_name):
                 continue
             for note in sr.caveats:
-                code = "underpowered" if note.startswith("underpowered") else "lexical-ceiling"
+                code = ("underpowered" if note.startswith("underpowered") else "lexical-ceiling" if note.startswith("lexical")
+                        else "single-template-cell" if "single template cell" in note else "empty-slice")
                 out.append(Caveat(code=code, message=note, metric=name, scope=scope_name))
     return out

@@ -355,19 +355,24 @@ def unit_var(value: float, kind: str) -> float:
 
 
 def n_eff_needed(value: float, threshold: float, kind: str, tail: float, power: float = POWER, *,
-                 gap: float | None = None) -> float:
+                 gap_base: float | None = None) -> float:
     """Effective rows per slice for `power` to put the one-sided (level `tail`) bound on the far side of the threshold.
 
-    Normal approximation with the variance under the threshold for the test and under the
-    observed value for the power: ((z_tail·√v(t) + z_power·√v(p)) / (p − t))². For a gap the
-    per-row variance is the pair's `gap` = v(p_i) + v(p_j) on both sides.
+    Normal approximation with the per-row variance at the threshold for the test and at the
+    value for the power: ((z_tail·√v(t) + z_power·√v(p)) / (p − t))². For a gap between a best
+    slice at `gap_base` = b and a worst one, v(d) = v(b) + v(b + d).
     """
     if value == threshold:
         return math.inf
     za, zb = z_of(tail), z_of(1 - power)
-    if gap is not None:
-        return (za + zb) ** 2 * gap / (value - threshold) ** 2
-    return ((za * math.sqrt(unit_var(threshold, kind)) + zb * math.sqrt(unit_var(value, kind))) / (value - threshold)) ** 2
+
+    def var(x: float) -> float:
+        if gap_base is None:
+            return unit_var(x, kind)
+        top = gap_base + x
+        return unit_var(gap_base, kind) + unit_var(min(max(top, 0.0), 1.0) if kind == "rate" else max(top, 0.0), kind)
+
+    return ((za * math.sqrt(var(threshold)) + zb * math.sqrt(var(value))) / (value - threshold)) ** 2
 
 
 def seeds_needed(n_eff: float, cells: int, kind: str, param: float) -> tuple[int | None, int | None]:
@@ -403,11 +408,7 @@ def detectable(threshold: float, kind: str, tail: float, n_eff: float, side: int
     lo_lim = 0.0
 
     def need(v: float) -> float:
-        if gap_base is not None:
-            b = gap_base
-            top = min(b + v, 1.0) if kind == "rate" else b + v
-            return n_eff_needed(v, threshold, kind, tail, power, gap=unit_var(b, kind) + unit_var(top, kind))
-        return n_eff_needed(v, threshold, kind, tail, power)
+        return n_eff_needed(v, threshold, kind, tail, power, gap_base=gap_base)
 
     a, b = (threshold, hi_lim) if side > 0 else (lo_lim, threshold)
     far = b if side > 0 else a
