@@ -81,9 +81,20 @@ class TestOutputs:
     def test_summary_starts_with_the_verdict_and_has_the_table_and_chart(self, paper_run):
         text = (paper_run.out / "summary.md").read_text()
         lines = [ln for ln in text.splitlines() if ln.strip()]
-        assert lines[1].split("**")[1] in {"FAIL", "ILLUSTRATIVE"}
+        assert lines[1].split("**")[1] == "FAIL"
         assert "| F2 | 0.23" in text and "xychart-beta" in text and "Verdict stability" in text
+        assert "**Estimand** — grid estimand" in text
+        assert "### How many more seeds would settle it" in text and "| stereotype-worst-slice | family=F1 |" in text
         assert len(text.encode()) < 1024 * 1024
+
+    def test_results_and_card_name_the_estimand_and_what_would_settle_it(self, paper_run):
+        data = json.loads((paper_run.out / "results.json").read_text())
+        assert data["estimand"].startswith("grid estimand") and data["tests"]["estimand"] == data["estimand"]
+        f1 = next(c for c in data["rules"] if c["scope"] == "family=F1")
+        assert f1["state"] == "inconclusive" and f1["settle"]["toward"] == "fail" and f1["settle"]["cells"] == 40
+        card = yaml.safe_load((paper_run.out / "card.yaml").read_text())
+        assert card["audit_result"]["estimand"] == data["estimand"]
+        assert [x["scope"] for x in card["audit_result"]["to_settle"]] == ["family=F1", "family=F3", "family=F4"]
 
     def test_card_validates_against_the_published_schemas(self, paper_run, shared_dir):
         jsonschema = pytest.importorskip("jsonschema")

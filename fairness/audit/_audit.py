@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -413,7 +413,7 @@ def _settle(rule: DecisionRule, spec: MetricSpec, cc: CellCounts, value: float, 
     sb = SliceBounds.of(cc)
     over = rule.comparator in (">", ">=")
     side = 1 if over else -1
-    toward = "fail" if rule.fires(value) else "pass"
+    toward: Literal["fail", "pass"] = "fail" if rule.fires(value) else "pass"
     live = np.flatnonzero(sb.live)
     k = len(live)
     t = rule.threshold

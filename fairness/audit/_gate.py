@@ -21,6 +21,7 @@ never hidden behind an inconclusive one, which the Action treats as a warning).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -117,11 +118,11 @@ def check_state(
     return "inconclusive", fired, f"the interval {ci} straddles the threshold {rule.threshold:g} ({point})"
 
 
-def overall_state(states: list[str]) -> State:
+def overall_state(states: Sequence[str]) -> State:
     """fail > undefined > inconclusive > pass; no checks at all is `undefined`."""
     if not states:
         return "undefined"
-    return max(states, key=lambda s: _SEVERITY[s])  # type: ignore[return-value]
+    return max(states, key=_SEVERITY.__getitem__)  # type: ignore[arg-type]
 
 
 def exit_code(state: str, fail_on: FailOn | None = None) -> int:
