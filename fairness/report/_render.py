@@ -65,12 +65,17 @@ def family_table_md(run: FairnessRun) -> str:
     ]
     st = _metric(run, "stereotype_kw_rate")
     ph = _metric(run, "pilot_harm_rate")
+    def ci(metric, scope: str):
+        """The rule check's interval (Holm-adjusted across families) where a rule gates this value, else the scope's."""
+        check = next((c for c in run.rules if c.metric == metric.metric and c.scope == scope and c.statistic == "worst_slice"), None)
+        if check is not None:
+            return check.interval
+        return metric.scopes[scope].worst_slice.ci if scope in metric.scopes else None
+
     for row in run.families:
         scope = f"family={row.family}"
-        a = st.scopes[scope].worst_slice if scope in st.scopes else None
-        b = ph.scopes[scope].worst_slice if scope in ph.scopes else None
         lines.append(
-            f"| {row.family} | {_fmt(row.worst_slice_stereotype)}{_ci(a.ci if a else None)} | {_fmt(row.worst_slice_pilot_harm)}{_ci(b.ci if b else None)} "
+            f"| {row.family} | {_fmt(row.worst_slice_stereotype)}{_ci(ci(st, scope))} | {_fmt(row.worst_slice_pilot_harm)}{_ci(ci(ph, scope))} "
             f"| {_fmt(row.refusal_delta)} | {row.decision} | {ICONS[row.state]} {row.state} |"
         )
     return "\n".join(lines)
@@ -160,7 +165,7 @@ def summary_md(run: FairnessRun, *, extra_sections: list[str] | None = None) -> 
         parts += ["<details><summary>Why</summary>", ""] + [f"- {r}" for r in run.gate.reasons[:40]] + ["", "</details>", ""]
     parts += ["### Per-family results", "", family_table_md(run), ""]
     parts += [f"**Estimand** — {run.estimand}. Intervals are exact (Korn–Graubard) 95% bounds, simultaneous over slices "
-              "and Holm-adjusted across families in the rule checks; `decision` is the paper's point rule."]
+              "and, where a rule gates the value, Holm-adjusted across families; `decision` is the paper's point rule."]
     settle = settle_md(run)
     if settle:
         parts += ["", "### How many more seeds would settle it", "", settle]
