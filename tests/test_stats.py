@@ -155,7 +155,7 @@ class TestIntervalsAndDeterminism:
 
 def _recs(cases, texts):
     return [Recording.from_case(c, key=f"{i:064x}", output=t, prompt_tokens=1, completion_tokens=1, finish_reason="stop")
-            for i, (c, t) in enumerate(zip(cases, texts))]
+            for i, (c, t) in enumerate(zip(cases, texts, strict=True))]
 
 
 class TestNaNSemantics:

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from fairness._util.canonical import json_number
 from fairness._util.errors import FairnessError
+from fairness._util.io import load_json
+from fairness._util.models import Strict
 from fairness.audit._gate import EXIT_CODES, State, check_state, overall_state
 from fairness.audit._intervals import CellCounts, SliceBounds, cluster_corr, mover
 from fairness.audit._intervals import gap_interval as gap_ci
@@ -55,23 +56,15 @@ def _results_path(path: Path) -> Path:
 
 def load_side(path: str | Path) -> Side:
     rp = _results_path(Path(path))
-    try:
-        results = json.loads(rp.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FairnessError(f"no results at `{rp}` (pass a `run` output directory or its results.json)") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise FairnessError(f"cannot read `{rp}`: {exc}") from None
+    results = load_json(rp, missing=f"no results at `{rp}` (pass a `run` output directory or its results.json)")
     if not isinstance(results, dict) or "schema_version" not in results or "slices" not in results:
         raise FairnessError(f"`{rp}` is not a results.json written by `llm-fairness-check run`")
     tp = rp.parent / "transcripts.jsonl"
     if not tp.is_file():
         raise FairnessError(f"`{tp}` is missing: `diff` needs the per-row transcripts written next to results.json")
-    rows = []
     try:
         with open(tp, encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    rows.append(json.loads(line))
+            rows = [json.loads(line) for line in fh if line.strip()]
     except (OSError, json.JSONDecodeError) as exc:
         raise FairnessError(f"cannot read `{tp}`: {exc}") from None
     slices = list(results["slices"])
@@ -94,9 +87,7 @@ def load_side(path: str | Path) -> Side:
     )
 
 
-class Change(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class Change(Strict):
     metric: str
     scope: str
     statistic: str
@@ -108,9 +99,7 @@ class Change(BaseModel):
     """`regressed`, `improved` or `unchanged` (the interval for the change excludes 0, or not)."""
 
 
-class RegressionCheck(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class RegressionCheck(Strict):
     rule: str
     scope: str
     change: float | None
@@ -120,9 +109,7 @@ class RegressionCheck(BaseModel):
     reason: str
 
 
-class DiffResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class DiffResult(Strict):
     schema_version: str = DIFF_SCHEMA_VERSION
     base: dict[str, Any]
     head: dict[str, Any]
@@ -229,9 +216,9 @@ def _regression_checks(rules: list[DecisionRule], changes: list[Change]) -> list
                 out.append(RegressionCheck(rule=rule.id, scope=scope, change=None, ci=None, threshold=rule.threshold,
                                            state="undefined", reason="no change could be computed"))
                 continue
-            ci = tuple(ch.ci) if ch.ci and None not in ch.ci else None
-            state, _, reason = check_state(rule, ch.change, ci)  # type: ignore[arg-type]
-            reason = f"change {ch.change:+.4g}: " + reason
+            lo, hi = ch.ci or [None, None]
+            interval = (lo, hi) if lo is not None and hi is not None else None
+            state, _, reason = check_state(rule, ch.change, interval, gate_on="interval")  # the one gate rule
             out.append(RegressionCheck(rule=rule.id, scope=scope, change=ch.change, ci=ch.ci, threshold=rule.threshold,
                                        state=state, reason=reason))
     return out
@@ -256,15 +243,17 @@ def diff_md(d: DiffResult, limit: int = 40) -> str:
     ]
     if d.checks:
         lines += ["| rule | scope | change [95% CI] | threshold | state |", "|---|---|---|---|---|"]
-        for c in d.checks:
-            ci = f" [{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]" if c.ci and None not in c.ci else ""
-            lines.append(f"| {c.rule} | {c.scope} | {'n/a' if c.change is None else f'{c.change:+.3f}'}{ci} | {c.threshold:g} | {c.state} |")
+        for check in d.checks:
+            ci = f" [{check.ci[0]:+.3f}, {check.ci[1]:+.3f}]" if check.ci and None not in check.ci else ""
+            change = "n/a" if check.change is None else f"{check.change:+.3f}"
+            lines.append(f"| {check.rule} | {check.scope} | {change}{ci} | {check.threshold:g} | {check.state} |")
         lines.append("")
     shown = sorted(reg + imp, key=lambda c: -abs(c.change or 0))[:limit]
     if shown:
         lines += ["| metric | scope | statistic | base | head | change [95% CI] | verdict |", "|---|---|---|---|---|---|---|"]
         for c in shown:
-            lines.append(f"| {c.metric} | {c.scope} | {c.statistic} | {c.base} | {c.head} | {c.change:+.3f} [{c.ci[0]:+.3f}, {c.ci[1]:+.3f}] | {c.verdict} |")
+            lo, hi = c.ci or (None, None)
+            lines.append(f"| {c.metric} | {c.scope} | {c.statistic} | {c.base} | {c.head} | {c.change:+.3f} [{lo:+.3f}, {hi:+.3f}] | {c.verdict} |")
     else:
         lines.append("_No metric changed with 95% confidence._")
     return "\n".join(lines) + "\n"

@@ -12,7 +12,7 @@ verdict must be earned by the evidence (the check's interval for the grid estima
 - `undefined` (exit 4): too little data to evaluate (a slice below `min_group_size` rows or
   template cells, a slice from one template cell, or no rules).
 
-Bad input exits 2. `--gate-on point` is the paper's rule: fail when the point breaches.
+Bad input exits 2 (FairnessError). `--gate-on point` is the paper's rule: fail when the point breaches.
 Severity for the overall state: fail > undefined > inconclusive > pass (an undefined check is
 never hidden behind an inconclusive one, which the Action treats as a warning).
 `--fail-on fail` lets inconclusive exit 0; `--fail-on inconclusive` makes it exit 1.
@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict
+from typing import Literal, cast
 
 from fairness.suite._rules import DecisionRule
 
@@ -33,56 +31,7 @@ GateOn = Literal["point", "interval"]
 FailOn = Literal["fail", "inconclusive"]
 
 EXIT_CODES: dict[str, int] = {"pass": 0, "fail": 1, "inconclusive": 3, "undefined": 4}
-BAD_INPUT = 2
 _SEVERITY = {"pass": 0, "inconclusive": 1, "undefined": 2, "fail": 3}
-
-
-class Settle(BaseModel):
-    """How much more data would settle an inconclusive check (80% power, normal approximation)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    toward: Literal["fail", "pass"]
-    """The verdict the observed value points to: more data at this value would most likely reach it."""
-    rows_per_slice: int | None
-    """Rows per slice for 80% power at the observed value and the scope's design effect; None when
-    the point sits on the threshold or no number of seeds suffices (more templates are needed)."""
-    seeds: int | None
-    """Seeds per template cell giving `rows_per_slice` at this scope's number of cells."""
-    cells: int
-    rows_per_slice_now: int
-    detectable: float | None
-    """The true value that would fail with 80% power at the current size."""
-    passable: float | None
-    """The true value that would pass with 80% power at the current size."""
-    note: str
-
-
-class RuleCheck(BaseModel):
-    """One rule evaluated in one scope (e.g. `family=F2`)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    rule: str
-    scope: str
-    metric: str
-    statistic: str
-    value: float | None
-    """Point value; None (NaN) when underpowered and not computed."""
-    interval: list[float | None] | None
-    threshold: float
-    comparator: str
-    fired: bool
-    """The point value breaches the threshold (the paper's `flagged`)."""
-    state: State
-    reason: str
-    worst_slice: str | None = None
-    n: int | None = None
-    tail: float | None = None
-    """One-sided level of the interval's end on the breaching side, after the simultaneous
-    (slices/pairs) and Holm (across the scopes the rule quantifies over) adjustments."""
-    settle: Settle | None = None
-    """For an inconclusive check: rows and seeds that would settle it."""
 
 
 def check_state(
@@ -122,7 +71,7 @@ def overall_state(states: Sequence[str]) -> State:
     """fail > undefined > inconclusive > pass; no checks at all is `undefined`."""
     if not states:
         return "undefined"
-    return max(states, key=_SEVERITY.__getitem__)  # type: ignore[arg-type]
+    return cast(State, max(states, key=lambda s: _SEVERITY[s]))
 
 
 def exit_code(state: str, fail_on: FailOn | None = None) -> int:

@@ -31,7 +31,7 @@ from statistics import NormalDist
 import numpy as np
 from scipy import special
 
-from fairness.audit._stats import Interval
+from fairness.audit._interval import Interval
 
 ESTIMAND = (
     "grid estimand: each slice's expected rate (mean count for counts) on this suite's template cells "
