@@ -301,6 +301,10 @@ class TestKornGraubard:
         spread = SliceBounds.of(_grid_counts([10, 10]))  # one event per cell: less clustered than binomial
         assert spread.param < 0 and np.all(spread.deff == 1.0)
 
+    def test_one_seed_per_cell_has_no_design_effect(self):
+        sb = SliceBounds.of(CellCounts(np.array([[1.0, 0.0], [0.0, 0.0], [1.0, 1.0]]), np.ones((3, 2)), "rate"))
+        assert math.isnan(sb.param) and sb.deff.tolist() == [1.0, 1.0]
+
     def test_worst_slice_lower_end_is_bonferroni_over_slices(self):
         sb = SliceBounds.of(_grid_counts([4, 10, 20, 6]))
         w = worst_interval(sb, "max", 0.05)
@@ -412,7 +416,7 @@ class TestAuditDeterminism:
         a, _ = audit(default_suite, cases, recs, rs.manifest, AuditOptions(seed=1, permutations=0))
         b, _ = audit(default_suite, cases, recs, rs.manifest, AuditOptions(seed=2, permutations=0))
         assert [c.model_dump() for c in a.rules] == [c.model_dump() for c in b.rules]
-        assert a.estimand.startswith("grid estimand") and a.tests["estimand"] == a.estimand
+        assert a.estimand.startswith("grid estimand") and a.tests.estimand == a.estimand
 
 
 def test_gap_power_uses_the_pair_variance_at_the_threshold_not_zero():

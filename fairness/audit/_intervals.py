@@ -128,8 +128,10 @@ def design_effects(cc: CellCounts) -> tuple[np.ndarray, float]:
     """Per-slice design effects (≥ 1; NaN when not estimable) and the ρ (rates) or φ (counts) behind them."""
     if cc.kind == "rate":
         rho = icc(cc)
-        deff = 1.0 + (cluster_size(cc) - 1.0) * max(rho, 0.0)
-        return np.where(np.isnan(rho), np.nan, np.maximum(deff, 1.0)), rho
+        m = cluster_size(cc)
+        deff = 1.0 + (m - 1.0) * max(rho, 0.0)
+        # one row per cell: no clustering to correct for, even where ρ cannot be estimated
+        return np.where(m == 1.0, 1.0, np.where(np.isnan(rho), np.nan, np.maximum(deff, 1.0))), rho
     phi = dispersion(cc)
     return np.full(cc.counts.shape[1], math.nan if math.isnan(phi) else max(phi, 1.0)), phi
 
