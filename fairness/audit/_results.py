@@ -33,7 +33,7 @@ class Estimate(Strict):
     ci: list[float | None] | None = None
     """[lower, upper] bounds at 1−alpha; null when no interval was computed (scope deeper than `interval_depth`)."""
     method: str | None = None
-    """How `ci` was computed (`wilson-effective-n`, `simultaneous-max`, `simultaneous-gap` …)."""
+    """How `ci` was computed (`korn-graubard`, `garwood-effective-n`, `korn-graubard-simultaneous-max`, `paired-newcombe-simultaneous` …)."""
     n: int | None = None
     """Rows behind the estimate (slices and pooled values)."""
     slice: str | None = None
@@ -276,7 +276,7 @@ class OptionsUsed(Strict):
     alpha: float
     """Significance level: intervals are 1−alpha."""
     bootstrap: int
-    """Cluster-bootstrap resamples B."""
+    """Cluster-bootstrap resamples B (the evaluators; the gate's intervals are exact)."""
     permutations: int
     """Permutations per test (0: tests skipped)."""
     seed: int
