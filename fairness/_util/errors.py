@@ -6,6 +6,10 @@ anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import difflib
+import typing
+from typing import Any
+
 
 class FairnessError(Exception):
     """Bad input: a suite, recording, rule or option the user can correct."""
@@ -15,3 +19,69 @@ class FairnessError(Exception):
 
 class LiveGenerationRefused(FairnessError):
     """Live generation was asked for without the explicit opt-in."""
+
+
+def _fields_at(model: Any, loc: tuple) -> list[str]:
+    """Field names of the model reached by following `loc` from `model` (list indices and
+    dict keys step into the element type); [] when the path leaves the models."""
+    ann: Any = model
+    for part in loc:
+        ann = _unwrap(ann, part)
+        if ann is None:
+            return []
+    target = _find_model(ann)
+    return list(target.model_fields) if target is not None else []
+
+
+def _find_model(ann: Any) -> Any:
+    from pydantic import BaseModel
+
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return ann
+    for arg in typing.get_args(ann):
+        found = _find_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _unwrap(ann: Any, part: Any) -> Any:
+    """The annotation one step down `loc`: a field of a model, or the element of a list/dict."""
+    options = [ann, *typing.get_args(ann)] if typing.get_origin(ann) is not None else [ann]
+    for opt in options:
+        model = _find_model(opt) if isinstance(opt, type) else None
+        if model is not None and isinstance(part, str) and part in model.model_fields:
+            return model.model_fields[part].annotation
+    for opt in options:
+        if typing.get_origin(opt) in (list, tuple, dict, set):
+            inner = typing.get_args(opt)
+            return inner[-1] if inner else None
+    return None
+
+
+def format_validation_error(exc: Any, source: str, model: Any = None) -> str:
+    """One line for a pydantic `ValidationError` from parsing `source`.
+
+    An unknown key is reported before anything else (a typo also makes its intended key
+    "missing") and with the closest valid key, e.g. "unknown key `familes` (did you mean
+    `families`?)"; pass `model` (the class that was validated) for the suggestion.
+    """
+    errors = exc.errors()
+    extra = [e for e in errors if e["type"] == "extra_forbidden"]
+    first = extra[0] if extra else errors[0]
+    loc = tuple(first["loc"])
+    where = ".".join(str(p) for p in loc)
+    if first["type"] == "extra_forbidden":
+        hint = ""
+        if model is not None and loc:
+            known = _fields_at(model, loc[:-1])
+            close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+            if close:
+                hint = f" (did you mean `{close[0]}`?)"
+            elif known:
+                hint = f" (known keys: {', '.join(known)})"
+        return f"{source}: unknown key `{where}`{hint}"
+    msg = first["msg"]
+    if msg.startswith("Value error, "):
+        return f"{source}: {msg[len('Value error, '):]}"
+    return f"{source}: `{where}`: {msg}" if where else f"{source}: {msg}"

@@ -17,6 +17,7 @@ from fairness._util.canonical import json_number
 from fairness._version import __version__
 from fairness.audit._gate import FailOn, GateOn, RuleCheck, State, check_state, exit_code, overall_state
 from fairness.audit._metrics import Design, Scope, build_design, gap, metric_matrix, scopes, slice_table, worst_index
+from fairness.audit._validate import check_options
 from fairness.audit._stats import (
     COVERAGE_NOTE,
     DEFAULT_ALPHA,
@@ -168,6 +169,7 @@ def audit(
     manifest_sha256: str = "",
     scores: ScoreTable | None = None,
 ) -> tuple[FairnessRun, ScoreTable]:
+    check_options(options, options.rules if options.rules is not None else suite.rules)
     mode = options.scorer_mode or suite.scorer.mode
     min_n = options.min_group_size if options.min_group_size is not None else suite.min_group_size
     rules = list(options.rules) if options.rules is not None else list(suite.rules)

@@ -219,7 +219,7 @@ def cmd_recordings(args) -> int:
         return 0
     if args.recordings_command == "verify":
         rs = RecordingSet(args.directory)
-        ReplayProvider(rs, suite.system_prompt).replay(cases)
+        ReplayProvider(rs, suite.system_prompt, suite.name).replay(cases)
         print(f"`{args.directory}`: checksums match; {len(rs)} records cover all {len(cases)} grid rows")
         return 0
     raise FairnessError("llm-fairness-check recordings: choose `merge` or `verify`")

@@ -1,7 +1,8 @@
 """The main job: replay a suite's recordings, audit them and write every output.
 
-Inputs are all validated before anything is written, and each output is written
-atomically, so a bad input never leaves a half-written or clobbered file behind.
+Inputs are all validated before any work, and the outputs are written into a staging
+directory and moved into `--out` together (`staged_outputs`), so a bad input or a full
+disk never leaves a half-written, clobbered or mixed set of files behind.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from pathlib import Path
 
 from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
+from fairness._util.files import check_output_dir, staged_outputs
 from fairness.audit._audit import AuditOptions, FairnessRun, audit
+from fairness.audit._validate import check_options
 from fairness.recordings._store import MANIFEST, RecordingSet, ReplayProvider, write_atomic
 from fairness.report._render import card, card_md, card_yaml, results_json, summary_md
 from fairness.score._rubric import ScoreTable
@@ -59,6 +62,26 @@ def transcripts_jsonl(run_cases, recordings, scores: ScoreTable) -> str:
     return "\n".join(lines) + "\n"
 
 
+def check_inputs(
+    recordings_dir: str | Path,
+    out: str | Path,
+    options: AuditOptions,
+    *,
+    bbq_dir: str | Path | None = None,
+    bbq_items: str | Path | None = None,
+) -> None:
+    """Every path and number of a run, checked before any work (nothing is read or written yet)."""
+    check_options(options)
+    check_output_dir(out)
+    rdir = Path(recordings_dir)
+    if not rdir.is_dir():
+        raise FairnessError(f"recordings directory `{rdir}` does not exist or is not a directory")
+    if bbq_dir is not None and not Path(bbq_dir).is_dir():
+        raise FairnessError(f"--bbq-recordings `{bbq_dir}` does not exist or is not a directory")
+    if bbq_items is not None and not Path(bbq_items).is_file():
+        raise FairnessError(f"--bbq-items `{bbq_items}` does not exist or is not a file")
+
+
 def run_audit(
     suite_ref: str,
     recordings_dir: str | Path,
@@ -70,11 +93,13 @@ def run_audit(
     bbq_items: str | Path | None = None,
     allow_incomplete: bool = False,
 ) -> RunOutputs:
+    check_inputs(recordings_dir, out, options, bbq_dir=bbq_dir, bbq_items=bbq_items)
     suite = load_suite(suite_ref)
+    check_options(options, suite.rules)
     rdir = Path(recordings_dir)
     rs = RecordingSet(rdir)
     cases = suite.expand()
-    provider = ReplayProvider(rs, suite.system_prompt)
+    provider = ReplayProvider(rs, suite.system_prompt, suite.name)
     if allow_incomplete and not rs.manifest.complete:
         cases, recs = provider.replay_available(cases)
         if not recs:
@@ -82,8 +107,6 @@ def run_audit(
     else:
         recs = provider.replay(cases)
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise FairnessError(f"--out `{out}` exists and is not a directory")
     run, scores = audit(
         suite, cases, recs, rs.manifest, options,
         recordings_path=_display_path(rdir), manifest_sha256=sha256_file(rdir / MANIFEST),
@@ -105,14 +128,10 @@ def run_audit(
         "card.yaml": card_yaml(c),
         "card.md": card_md(c),
     }
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise FairnessError(f"cannot create --out `{out}`: {exc.strerror or exc}") from None
-    files = {}
-    for name, text in texts.items():
-        write_atomic(out / name, text)
-        files[name] = out / name
+    with staged_outputs(out) as staging:
+        for name, text in texts.items():
+            write_atomic(staging / name, text)
+    files = {name: out / name for name in texts}
     return RunOutputs(run, suite, out, files)
 
 
