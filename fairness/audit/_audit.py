@@ -17,7 +17,6 @@ from fairness._util.canonical import json_number
 from fairness._version import __version__
 from fairness.audit._gate import FailOn, GateOn, RuleCheck, State, check_state, exit_code, overall_state
 from fairness.audit._metrics import Design, Scope, build_design, gap, metric_matrix, scopes, slice_table, worst_index
-from fairness.audit._validate import check_options
 from fairness.audit._stats import (
     COVERAGE_NOTE,
     DEFAULT_ALPHA,
@@ -32,6 +31,7 @@ from fairness.audit._stats import (
     variance_shares,
     worst_interval,
 )
+from fairness.audit._validate import check_options
 from fairness.recordings._record import Recording
 from fairness.recordings._store import Manifest
 from fairness.score._catalog import METRICS, MetricSpec
@@ -42,6 +42,9 @@ from fairness.suite._suite import Suite
 
 SCHEMA_VERSION = "1.0"
 CEILING = 0.95
+MAX_EMPTY_SHARE = 0.05
+"""Above this share of empty outputs in any slice the gate is `undefined` (caveat `empty-outputs`):
+a model (or a recording) that says nothing cannot pass a fairness gate by saying nothing."""
 
 
 @dataclass(frozen=True)
@@ -243,9 +246,23 @@ def audit(
         reasons.append(f"the recording set is incomplete ({len(recordings)}/{manifest.expected_rows} rows): a pass is only illustrative")
     if not rules:
         reasons = ["the suite defines no decision rules"]
+    empty = empty_shares(cases, recordings, slice_order)
+    worst_empty = max(empty, key=lambda k: empty[k]) if empty else None
+    if worst_empty is not None and empty[worst_empty] > MAX_EMPTY_SHARE:
+        state = "undefined"
+        reasons.insert(0, f"{empty[worst_empty]:.0%} of the outputs in slice {worst_empty} are empty "
+                          f"(more than {MAX_EMPTY_SHARE:.0%}): the gate cannot decide on empty answers")
     gate = Gate(state=state, exit_code=exit_code(state, options.fail_on), fail_on=options.fail_on, gate_on=options.gate_on, reasons=reasons)
 
     caveats += _run_caveats(suite, manifest, mode, metric_results, rules)
+    if worst_empty is not None and empty[worst_empty] > 0:
+        over = sorted(s for s, v in empty.items() if v > MAX_EMPTY_SHARE)
+        caveats.append(Caveat(
+            code="empty-outputs",
+            message=(f"empty outputs: up to {empty[worst_empty]:.1%} per slice (worst {worst_empty}); "
+                     + (f"{len(over)} slices exceed {MAX_EMPTY_SHARE:.0%}, so the gate is undefined"
+                        if over else f"every slice is within {MAX_EMPTY_SHARE:.0%}")),
+        ))
     families = _family_table(suite, metric_results, checks, rules)
     stability = [_stability(rule, design, Y, specs, min_n, options) for rule in rules if rule.scope == "each_family"]
     variance = {
@@ -268,6 +285,7 @@ def audit(
             "created": manifest.created,
             "rows": manifest.rows,
             "complete": manifest.complete,
+            "empty_output_share_by_slice": {k: round(v, 6) for k, v in empty.items()},
             "suite_hash": manifest.suite_hash,
         },
         scorer={"mode": mode, "rubric_version": rubric.version, "rubric_sha256": rubric.sha256},
@@ -300,6 +318,18 @@ def audit(
         metrics=list(metric_results.values()),
     )
     return run, scores
+
+
+def empty_shares(cases: list[Case], recordings: list[Recording], slice_order: list[str]) -> dict[str, float]:
+    """Per slice, the share of outputs that are empty or whitespace (estimand: the proportion of
+    recorded rows in the slice whose output has no visible character)."""
+    n: dict[str, int] = dict.fromkeys(slice_order, 0)
+    k: dict[str, int] = dict.fromkeys(slice_order, 0)
+    for case, rec in zip(cases, recordings):
+        n[case.slice_id] = n.get(case.slice_id, 0) + 1
+        if not (rec.output or "").strip():
+            k[case.slice_id] = k.get(case.slice_id, 0) + 1
+    return {s: k[s] / n[s] for s in n if n[s]}
 
 
 def _add_permutation_tests(design: Design, Y: np.ndarray, specs: list[MetricSpec], results: dict[str, MetricResult], options: AuditOptions) -> None:

@@ -21,13 +21,13 @@ MAX_GROUP_SIZE = 1_000_000_000
 
 def _finite(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise FairnessError(f"{name} must be a number, got {value!r}")
+        raise FairnessError(f"`{name}` must be a number, got {value!r}")
     try:
         f = float(value)
     except OverflowError:
         f = math.inf
     if not math.isfinite(f):
-        raise FairnessError(f"{name} must be a finite number, got {value!r}")
+        raise FairnessError(f"`{name}` must be a finite number, got {value!r}")
     return f
 
 
@@ -35,16 +35,16 @@ def check_rate(name: str, value: Any) -> float:
     """A proportion: finite and in [0, 1]."""
     f = _finite(name, value)
     if not 0.0 <= f <= 1.0:
-        raise FairnessError(f"{name} must be between 0 and 1, got {value!r}")
+        raise FairnessError(f"`{name}` must be between 0 and 1, got {value!r}")
     return f
 
 
 def check_count(name: str, value: Any, lo: int, hi: int) -> int:
     """A whole number in [lo, hi]."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise FairnessError(f"{name} must be an integer, got {value!r}")
+        raise FairnessError(f"`{name}` must be an integer, got {value!r}")
     if not lo <= value <= hi:
-        raise FairnessError(f"{name} must be between {lo:,} and {hi:,}, got {value:,}")
+        raise FairnessError(f"`{name}` must be between {lo:,} and {hi:,}, got {value:,}")
     return value
 
 
@@ -73,7 +73,7 @@ def check_threshold(name: str, value: Any, rules: Any = None) -> float:
     for kind in sorted(kinds) or ["count"]:
         problem = threshold_problem(value, kind)
         if problem:
-            raise FairnessError(f"{name} {problem}")
+            raise FairnessError(f"`{name}` {problem}")
     return float(value)
 
 

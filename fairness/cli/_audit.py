@@ -37,13 +37,15 @@ def register(sub, add_suite) -> None:
 
 def _options(args):
     from fairness.audit._audit import AuditOptions
+    from fairness.audit._validate import MAX_GROUP_SIZE, MAX_RESAMPLES, MAX_SEED, check_count, check_threshold
 
-    if args.bootstrap < 1:
-        raise FairnessError("`--bootstrap` must be a positive integer")
-    if args.permutations < 0:
-        raise FairnessError("`--permutations` must be a non-negative integer")
-    if args.min_group_size is not None and args.min_group_size < 1:
-        raise FairnessError("`--min-group-size` must be a positive integer")
+    check_count("--bootstrap", args.bootstrap, 1, MAX_RESAMPLES)
+    check_count("--permutations", args.permutations, 0, MAX_RESAMPLES)
+    check_count("--seed", args.seed, 0, MAX_SEED)
+    if args.min_group_size is not None:
+        check_count("--min-group-size", args.min_group_size, 1, MAX_GROUP_SIZE)
+    if args.threshold is not None:
+        check_threshold("--threshold", args.threshold)
     return AuditOptions(
         bootstrap=args.bootstrap,
         permutations=args.permutations,
@@ -58,9 +60,12 @@ def _options(args):
 
 
 def cmd_run(args) -> int:
+    from fairness._util.files import check_output_file
     from fairness.pipeline._run import compact_table, run_audit
 
     options = _options(args)
+    if args.junit:
+        check_output_file(args.junit, "--junit")
     from fairness.evaluators._adapter import EVALUATORS
 
     names = tuple(x.strip() for x in args.evaluators.split(",") if x.strip() and x.strip() != "none")
@@ -116,19 +121,24 @@ def register_diff(sub, add_suite) -> None:
 def cmd_diff(args) -> int:
     from pathlib import Path
 
+    from fairness._util.files import check_output_dir
     from fairness.audit._diff import diff_md, diff_runs
+    from fairness.audit._validate import MAX_RESAMPLES, MAX_SEED, check_count
     from fairness.recordings._store import write_atomic
     from fairness.suite._suite import load_suite
 
-    if args.bootstrap < 1:
-        raise FairnessError("`--bootstrap` must be a positive integer")
+    check_count("--bootstrap", args.bootstrap, 1, MAX_RESAMPLES)
+    check_count("--seed", args.seed, 0, MAX_SEED)
+    if args.out:
+        check_output_dir(args.out)
     rules = list(load_suite(args.suite).rules)
     d = diff_runs(args.base, args.head, rules=rules, B=args.bootstrap, seed=args.seed)
     md = diff_md(d)
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        write_atomic(out / "diff.json", d.model_dump_json(indent=1) + "\n")
-        write_atomic(out / "diff.md", md)
+        from fairness._util.files import staged_outputs
+
+        with staged_outputs(Path(args.out)) as staging:
+            write_atomic(staging / "diff.json", d.model_dump_json(indent=1) + "\n")
+            write_atomic(staging / "diff.md", md)
     print(md)
     return d.exit_code

@@ -45,6 +45,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fairness._util.errors import FairnessError
+from fairness._util.files import MAX_RECORDS_BYTES, read_text_capped
 from fairness.evaluators._resample import Interval, check_iv, cluster_sums, encode, percentile, ratio, weights
 from fairness.evaluators._text import normalise
 
@@ -138,14 +139,14 @@ def load_bbq(path: str | Path) -> list[BbqItem]:
     files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
     items: list[BbqItem] = []
     for f in files:
-        with open(f, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    items.append(parse_item(json.loads(line)))
-                except (json.JSONDecodeError, KeyError, IndexError, TypeError, ValueError, ValidationError) as exc:
-                    raise FairnessError(f"`{f}` line {lineno} is not a BBQ item: {type(exc).__name__}: {exc}") from None
+        text = read_text_capped(f, MAX_RECORDS_BYTES, "BBQ items file")
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                items.append(parse_item(json.loads(line)))
+            except (json.JSONDecodeError, KeyError, IndexError, TypeError, ValueError, ValidationError) as exc:
+                raise FairnessError(f"`{f}` line {lineno} is not a BBQ item: {type(exc).__name__}: {exc}") from None
     if not items:
         raise FairnessError(f"no BBQ items in `{path}`")
     return items

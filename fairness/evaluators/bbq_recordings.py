@@ -30,7 +30,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fairness._util.canonical import sha256_file
-from fairness._util.errors import FairnessError
+from fairness._util.errors import FairnessError, format_validation_error
+from fairness._util.files import MAX_RECORDS_BYTES, loads_json, read_text_capped
 from fairness.evaluators.bbq import PROMPT_VERSION, BbqItem, bbq_prompt, load_bbq
 from fairness.recordings._store import BackendInfo, DataFile, ModelInfo, content_key, today, verify_files, write_atomic
 from fairness.suite._case import Case, SamplingParams
@@ -155,14 +156,13 @@ def record_bbq(
 
 def read_bbq_manifest(directory: Path) -> BbqManifest:
     path = Path(directory) / MANIFEST
+    if not path.is_file():
+        raise FairnessError(f"BBQ recordings directory `{directory}` has no {MANIFEST}")
+    raw = loads_json(read_text_capped(path, what="BBQ manifest"), f"BBQ manifest `{path}`")
     try:
-        return BbqManifest.model_validate_json(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FairnessError(f"BBQ recordings directory `{directory}` has no {MANIFEST}") from None
+        return BbqManifest.model_validate(raw)
     except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise FairnessError(f"`{path}` is not a valid BBQ manifest: `{loc}`: {first['msg']}") from None
+        raise FairnessError(format_validation_error(err, f"BBQ manifest `{path}`", BbqManifest)) from None
 
 
 def replay_bbq(directory: str | Path, items_path: str | Path) -> tuple[list[BbqItem], list[str], BbqManifest]:
@@ -190,13 +190,16 @@ def replay_bbq(directory: str | Path, items_path: str | Path) -> tuple[list[BbqI
     items = load_bbq(items_path)
     by_key: dict[str, BbqRecord] = {}
     for f in manifest.files:
-        with open(directory / f.path, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                try:
-                    rec = BbqRecord.model_validate_json(line)
-                except ValidationError as err:
-                    raise FairnessError(f"`{directory / f.path}` line {lineno} is not a BBQ record: {err.errors()[0]['msg']}") from None
-                by_key[rec.key] = rec
+        data_path = directory / f.path
+        text = read_text_capped(data_path, MAX_RECORDS_BYTES, "BBQ data file")
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = BbqRecord.model_validate_json(line)
+            except ValidationError as err:
+                raise FairnessError(format_validation_error(err, f"`{data_path}` line {lineno}", BbqRecord)) from None
+            by_key[rec.key] = rec
     outputs = []
     for item in items:
         key = content_key(manifest.model.id, manifest.system_prompt, bbq_prompt(item), manifest.params, manifest.seed)

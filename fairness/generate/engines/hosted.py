@@ -23,7 +23,8 @@ from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fairness._util.errors import FairnessError
+from fairness._util.errors import FairnessError, format_validation_error
+from fairness._util.yaml_io import read_yaml
 from fairness.generate.engines import Completion
 from fairness.generate.engines._retry import (
     Aborted,
@@ -47,6 +48,11 @@ class ProviderError(FairnessError):
 
 class MalformedResponse(Exception):
     """The endpoint answered 2xx with a body that is not the expected wire format."""
+
+
+class MissingContent(MalformedResponse):
+    """A well-formed answer without text (`content: null`, no text block): retried, then an
+    error. Never recorded as an empty output, which would read as the model saying nothing."""
 
 
 # -- provider config ----------------------------------------------------------------------
@@ -93,9 +99,7 @@ def load_provider_config(path: str | Path | None) -> ProviderConfig:
     """Read and validate a provider YAML, refusing anything that looks like a credential."""
     if path is None:
         return ProviderConfig()
-    from fairness.suite._suite import read_yaml
-
-    data = read_yaml(Path(path))
+    data = read_yaml(Path(path), "provider config")
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -104,11 +108,7 @@ def load_provider_config(path: str | Path | None) -> ProviderConfig:
     try:
         return ProviderConfig.model_validate(data)
     except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        if first["type"] == "extra_forbidden":
-            raise FairnessError(f"`{path}`: unknown key `{loc}`") from None
-        raise FairnessError(f"`{path}`: `{loc}`: {first['msg']}") from None
+        raise FairnessError(format_validation_error(err, f"provider config `{path}`", ProviderConfig)) from None
 
 
 def _refuse_credentials(data: dict, source: str) -> None:
@@ -160,8 +160,7 @@ def effective_config(args: Any) -> ProviderConfig:
     try:
         return ProviderConfig.model_validate({**cfg.model_dump(), **overrides})
     except ValidationError as err:
-        first = err.errors()[0]
-        raise FairnessError(f"`{first['loc'][0]}`: {first['msg']}") from None
+        raise FairnessError(format_validation_error(err, "provider settings", ProviderConfig)) from None
 
 
 def resolve_api_key(provider: str, cfg: ProviderConfig) -> str | None:
@@ -323,7 +322,7 @@ class HostedEngine:
     def _transient(self, exc: BaseException) -> Transient | None:
         """429, 408, 409 and 5xx answers and connection failures are worth another try."""
         status_error, connection_error = self._error_types
-        if isinstance(exc, connection_error):
+        if isinstance(exc, (connection_error, MissingContent)):
             return Transient()
         status = getattr(exc, "status_code", None)
         if isinstance(exc, status_error) and isinstance(status, int) and (status in (408, 409, 429) or status >= 500):
