@@ -199,6 +199,10 @@ def staged_outputs(out: str | Path) -> Iterator[Path]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+_replace = os.replace
+"""The rename used to move outputs into place (a seam for tests that simulate a failure)."""
+
+
 def _swap_in(staging: Path, out: Path, names: list[str]) -> None:
     """Move each staged file over its old version; if one move fails, undo the others."""
     previous = staging / ".previous"
@@ -208,15 +212,15 @@ def _swap_in(staging: Path, out: Path, names: list[str]) -> None:
     try:
         for name in names:
             if (out / name).exists():
-                os.replace(out / name, previous / name)
+                _replace(out / name, previous / name)
                 replaced.append(name)
-            os.replace(staging / name, out / name)
+            _replace(staging / name, out / name)
             placed.append(name)
     except OSError:
         for name in placed:
             with contextlib.suppress(OSError):
-                os.replace(out / name, staging / name)
+                _replace(out / name, staging / name)
         for name in replaced:
             with contextlib.suppress(OSError):
-                os.replace(previous / name, out / name)
+                _replace(previous / name, out / name)
         raise

@@ -22,6 +22,8 @@ from fairness._util.files import read_text_capped
 _Base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_ALIASES = 100
 """Alias references allowed in one document (real configs use a handful, if any)."""
+MAX_EXPANDED_NODES = 1_000_000
+"""Values a document may hold once its aliases are expanded (a billion-laughs file: 10^9)."""
 _MERGE = "tag:yaml.org,2002:merge"
 
 
@@ -52,26 +54,45 @@ class _StrictLoader(_Base):  # type: ignore[misc, valid-type]
         return super().construct_mapping(node, deep=deep)
 
 
-def _count_aliases(root: Any, source: str) -> None:
-    """Each node reached a second time is an alias reference; refuse past the budget."""
-    seen: set[int] = set()
+def _check_aliases(root: Any, source: str) -> None:
+    """Refuse a document with too many alias references, a recursive alias, or one that would
+    expand past `MAX_EXPANDED_NODES` (sizes are computed on the node graph, never expanded)."""
+    size: dict[int, int] = {}
+    on_path: set[int] = set()
     aliases = 0
-    stack = [root]
+    stack: list[tuple[Any, bool]] = [(root, False)]
     while stack:
-        node = stack.pop()
-        if id(node) in seen:
+        node, done = stack.pop()
+        key = id(node)
+        children = _children(node)
+        if done:
+            on_path.discard(key)
+            size[key] = 1 + sum(size[id(c)] for c in children)
+            if size[key] > MAX_EXPANDED_NODES:
+                raise FairnessError(
+                    f"{source} expands to more than {MAX_EXPANDED_NODES:,} values through YAML aliases (`*name`)"
+                )
+            continue
+        if key in on_path:
+            raise FairnessError(f"{source} holds a recursive YAML alias")
+        if key in size:
             aliases += 1
             if aliases > MAX_ALIASES:
                 raise FairnessError(
                     f"{source} uses more than {MAX_ALIASES} YAML aliases (`*name`); expand them in the file"
                 )
             continue
-        seen.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                stack.extend((k, v))
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend(node.value)
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in reversed(children))
+
+
+def _children(node: Any) -> list[Any]:
+    if isinstance(node, yaml.MappingNode):
+        return [x for pair in node.value for x in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
 
 
 def loads_yaml(text: str, source: str) -> Any:
@@ -81,7 +102,7 @@ def loads_yaml(text: str, source: str) -> Any:
         node = loader.get_single_node()
         if node is None:
             return None
-        _count_aliases(node, source)
+        _check_aliases(node, source)
         return loader.construct_document(node)
     except _DuplicateKey as dup:
         raise FairnessError(

@@ -260,7 +260,7 @@ def audit(
         caveats.append(Caveat(
             code="empty-outputs",
             message=(f"empty outputs: up to {empty[worst_empty]:.1%} per slice (worst {worst_empty}); "
-                     + (f"{len(over)} slices exceed {MAX_EMPTY_SHARE:.0%}, so the gate is undefined"
+                     + (f"{len(over)} slice{'s' if len(over) != 1 else ''} over {MAX_EMPTY_SHARE:.0%}, so the gate is undefined"
                         if over else f"every slice is within {MAX_EMPTY_SHARE:.0%}")),
         ))
     families = _family_table(suite, metric_results, checks, rules)

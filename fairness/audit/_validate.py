@@ -56,7 +56,7 @@ def threshold_problem(value: Any, metric_kind: str, rule_kind: str = "absolute")
     try:
         f = _finite("threshold", value)
     except FairnessError as exc:
-        return str(exc).removeprefix("threshold ")
+        return str(exc).removeprefix("`threshold` ")
     if rule_kind == "regression":
         return None if -1.0 <= f <= 1.0 else f"must be between -1 and 1 for a regression rule, got {value!r}"
     if metric_kind == "rate":

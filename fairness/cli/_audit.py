@@ -87,8 +87,8 @@ def cmd_run(args) -> int:
         for s in run.stability:
             print(s.summary)
         for c in run.caveats:
-            if c.code in ("test-model", "stale-recordings", "incomplete-recordings"):
-                print(f"caveat: {c.message}", file=sys.stderr)
+            if c.code in ("test-model", "stale-recordings", "incomplete-recordings", "empty-outputs"):
+                print(f"caveat: {' '.join(c.message.split())}", file=sys.stderr)
         print(f"wrote {', '.join(str(p) for p in result.files.values())}")
     print(line)
     return run.gate.exit_code
