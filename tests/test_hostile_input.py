@@ -80,7 +80,7 @@ def base(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("hostile-base")
     (root / "suite.yaml").write_text(SUITE, encoding="utf-8")
     suite = load_suite(root / "suite.yaml")
-    write_recording_set(root / "rec", suite, lambda c: CLEAN)
+    write_recording_set(root / "rec", suite, lambda _c: CLEAN)
     assert main(["run", "--suite", str(root / "suite.yaml"), "--recordings", str(root / "rec"),
                  "--out", str(root / "baseline"), "--bootstrap", "50", "--permutations", "0", "--quiet"]) == 0
     return root
@@ -174,7 +174,7 @@ class Case:
     """cli: returns argv; lib: runs the library call; action: returns the FAIRNESS_* env."""
     names: tuple[str, ...]
     """Substrings the one error line must contain."""
-    setup: Callable[[W], None] = lambda w: None
+    setup: Callable[[W], None] = lambda _w: None
     code: int = 2
     env: dict[str, str] = field(default_factory=dict)
     out_unchanged: bool = True
@@ -278,7 +278,7 @@ def _action_env(w: W, **extra: str) -> dict[str, str]:
 
 def _enospc_on(nth: int, target: str) -> Callable[[pytest.MonkeyPatch, W], None]:
     """Make the `nth` call of `target` (a dotted attribute) fail with ENOSPC."""
-    def patch(mp: pytest.MonkeyPatch, w: W) -> None:
+    def patch(mp: pytest.MonkeyPatch, _w: W) -> None:
         mod_name, attr = target.rsplit(".", 1)
         import importlib
 
@@ -325,10 +325,10 @@ def _lib_run_out_file(w: W) -> object:
 def _lib_loads_yaml(text: str) -> Callable[[W], object]:
     from fairness._util.yaml_io import loads_yaml
 
-    return lambda w: loads_yaml(text, "doc.yaml")
+    return lambda _w: loads_yaml(text, "doc.yaml")
 
 
-def _lib_parse_openai_null(w: W) -> object:
+def _lib_parse_openai_null(_w: W) -> object:
     from fairness.generate.engines.openai_engine import parse_chat_completion
 
     msg = SimpleNamespace(content=None, refusal=None)
@@ -337,11 +337,15 @@ def _lib_parse_openai_null(w: W) -> object:
     return parse_chat_completion(res)
 
 
-def _lib_parse_anthropic_empty(w: W) -> object:
+def _lib_parse_anthropic_empty(_w: W) -> object:
     from fairness.generate.engines.anthropic_engine import parse_message
 
     res = SimpleNamespace(content=[], usage=SimpleNamespace(input_tokens=3, output_tokens=0), stop_reason="end_turn")
     return parse_message(res)
+
+
+def _raise_bug(*_args: object) -> list[str]:
+    raise RuntimeError("boom")
 
 
 CASES: list[Case] = [
@@ -486,9 +490,18 @@ CASES: list[Case] = [
     Case("action-baseline-without-transcripts", 8, "action",
          lambda w: _action_env(w, FAIRNESS_BASELINE=str(w.root / "baseline")), ("transcripts.jsonl",),
          _baseline(None, drop_transcripts=True)),
+    Case("out-is-the-recordings", 8, "cli", lambda w: [*run_args(w)[:6], str(w.rec), *run_args(w)[7:]],
+         ("--out", "inside the recordings directory")),
+    Case("junit-over-the-manifest", 8, "cli", lambda w: run_args(w, "--junit", str(w.rec / MANIFEST)),
+         ("--junit", "inside the recordings directory")),
+    Case("relabelled-record", 7, "cli", run_args, ("labelled row `F1.p1.CEO.man.low.s9`", "F1.p1.CEO.man.low.s1"),
+         lambda w: w.write_records([dict(r, row_id="F1.p1.CEO.man.low.s9") if r["row_id"] == "F1.p1.CEO.man.low.s1"
+                                    else r for r in w.records()])),
+    Case("suite-missing-key", 11, "cli", run_args, ("missing key `regimes`",),
+         lambda w: w.edit_suite("regimes:\n  - {name: low, temperature: 0.2, top_p: 0.9, max_new_tokens: 64}\n", "")),
     # 10. the Action's internal-error path
     Case("action-internal-error", 10, "action", _action_env, ("internal error", "RuntimeError"),
-         patch=lambda mp, w: mp.setattr(_action, "audit_argv", lambda *a: (_ for _ in ()).throw(RuntimeError("boom")))),
+         patch=lambda mp, _w: mp.setattr(_action, "audit_argv", _raise_bug)),
     Case("action-disk-full", 10, "action", _action_env, ("no space left on device",),
          patch=_enospc_on(2, "fairness.pipeline._run.write_atomic")),
     # 11. messages
@@ -668,7 +681,7 @@ def test_a_generation_killed_early_is_auditable_with_allow_incomplete(base: Path
         def plan(self, cases):
             return [cases[i : i + 4] for i in range(0, len(cases), 4)]
 
-        def generate(self, batch, system_prompt):
+        def generate(self, batch, _system_prompt):
             rs = RecordingSet(out)  # what a kill -9 right now would leave: valid and verified
             seen.append(len(rs))
             if len(seen) == 3:

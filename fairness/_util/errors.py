@@ -82,6 +82,8 @@ def format_validation_error(exc: Any, source: str, model: Any = None) -> str:
                 hint = f" (known keys: {', '.join(known)})"
         return f"{source}: unknown key `{where}`{hint}"
     msg = first["msg"]
+    if first["type"] == "missing":
+        return f"{source}: missing key `{where}`"
     if msg.startswith("Value error, "):
         return f"{source}: {msg[len('Value error, '):]}"
     return f"{source}: `{where}`: {msg}" if where else f"{source}: {msg}"

@@ -142,11 +142,10 @@ def neutralise(text: str, at_line_start: bool = True) -> tuple[str, bool]:
             out.append(piece)
             at_line_start = True
             continue
-        if at_line_start and piece.lstrip().startswith("::"):
-            piece = piece.replace("::", ":\u200b:", 1)
+        safe = piece.replace("::", ":\u200b:", 1) if at_line_start and piece.lstrip().startswith("::") else piece
         if piece.strip():
             at_line_start = False
-        out.append(piece)
+        out.append(safe)
     return "".join(out), at_line_start
 
 

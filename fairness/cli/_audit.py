@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 
 from fairness._util.errors import FairnessError
 
@@ -65,7 +66,10 @@ def cmd_run(args) -> int:
 
     options = _options(args)
     if args.junit:
+        from fairness.pipeline._run import check_apart
+
         check_output_file(args.junit, "--junit")
+        check_apart(args.junit, Path(args.recordings), "--junit")
     from fairness.evaluators._adapter import EVALUATORS
 
     names = tuple(x.strip() for x in args.evaluators.split(",") if x.strip() and x.strip() != "none")

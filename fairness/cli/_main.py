@@ -341,6 +341,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # the environment (a path, a device), not a bug in the input's handling
+        where = f" `{exc.filename}`" if exc.filename else ""
+        print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 2
     except MemoryError:
         print("error: out of memory (lower --bootstrap/--permutations or the grid size)", file=sys.stderr)
         return 2

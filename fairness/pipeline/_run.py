@@ -78,8 +78,16 @@ def check_inputs(
         raise FairnessError(f"recordings directory `{rdir}` does not exist or is not a directory")
     if bbq_dir is not None and not Path(bbq_dir).is_dir():
         raise FairnessError(f"--bbq-recordings `{bbq_dir}` does not exist or is not a directory")
-    if bbq_items is not None and not Path(bbq_items).is_file():
-        raise FairnessError(f"--bbq-items `{bbq_items}` does not exist or is not a file")
+    if bbq_items is not None and not Path(bbq_items).exists():
+        raise FairnessError(f"--bbq-items `{bbq_items}` does not exist")
+    check_apart(out, rdir, "--out")
+
+
+def check_apart(path: str | Path, recordings: Path, flag: str) -> None:
+    """Outputs never go into a recording set's directory: a run must leave its recordings as they are."""
+    p, r = Path(path).resolve(), recordings.resolve()
+    if (r / MANIFEST).is_file() and (p == r or r in p.parents):
+        raise FairnessError(f"{flag} `{path}` is inside the recordings directory `{recordings}`; write outputs elsewhere")
 
 
 def run_audit(

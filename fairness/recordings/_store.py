@@ -173,8 +173,7 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
     try:
         if not path.is_file():
             raise FairnessError(f"data file `{path}` is missing or not a file")
-        fh = gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
-        with fh:
+        with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as fh:
             offset = 0
             for lineno, line in enumerate(fh, start=1):
                 if offset + len(line) > MAX_RECORDS_BYTES:
@@ -261,6 +260,7 @@ class ReplayProvider:
             rec = by_key.get(self.recordings.key_for(case))
             if rec is None:
                 raise FairnessError(self._missing(case))
+            _check_labels(rec, case, self.recordings.directory)
             out.append(rec)
         return out
 
@@ -269,6 +269,8 @@ class ReplayProvider:
         self._refuse_foreign(cases)
         got = [(c, self.recordings.by_key.get(self.recordings.key_for(c))) for c in cases]
         kept = [(c, r) for c, r in got if r is not None]
+        for c, r in kept:
+            _check_labels(r, c, self.recordings.directory)
         return [c for c, _ in kept], [r for _, r in kept]
 
     def _refuse_foreign(self, cases: list[Case]) -> None:
@@ -303,6 +305,15 @@ class ReplayProvider:
                 "pass --allow-incomplete to audit the recorded rows"
             )
         return f"no recording for row `{case.row_id}` ({where}) in `{rs.directory}`; {hint}{tail}"
+
+
+def _check_labels(rec: Recording, case: Case, directory: Path) -> None:
+    """A record found by its content key must also say it answers that row and prompt."""
+    if rec.row_id != case.row_id or rec.prompt != case.prompt:
+        raise FairnessError(
+            f"`{directory}`: the record under key {rec.key[:12]}… is labelled row `{rec.row_id}`, "
+            f"but that key belongs to grid row `{case.row_id}` (edited record?)"
+        )
 
 
 # -- resumable writing ---------------------------------------------------------------
