@@ -146,7 +146,7 @@ def tree_hash(path: Path) -> dict[str, str]:
     out = {}
     for p in sorted(path.rglob("*")):
         rel = str(p.relative_to(path))
-        out[rel] = "dir" if p.is_dir() else sha256_file(p)
+        out[rel] = "dir" if p.is_dir() else sha256_file(p) if p.is_file() else "special"  # never open a FIFO
     return out
 
 
@@ -468,6 +468,15 @@ CASES: list[Case] = [
          ("nope",)),
     Case("grid-o-existing-dir", 8, "cli", lambda w: ["grid", "--suite", str(w.suite), "-o", str(w.root)],
          ("--output", "is a directory")),
+    Case("grid-o-a-fifo", 8, "cli", lambda w: ["grid", "--suite", str(w.suite), "-o", str(w.root / "fifo")],
+         ("--output", "not a regular file"), lambda w: os.mkfifo(w.root / "fifo")),
+    Case("records-a-fifo", 7, "cli", run_args, ("records.jsonl", "not a regular file"),
+         lambda w: ((w.rec / RECORDS).unlink(), os.mkfifo(w.rec / RECORDS))),
+    Case("manifest-format-9", 7, "cli", run_args, ("format_version 9",),
+         _manifest_edit(lambda m: m.update(format_version=9))),
+    Case("error-message-with-newline", 11, "cli", run_args, ("suite `a\\nb`", "attribute `gender` lists a value twice"),
+         lambda w: (w.edit_suite("name: hostile/small", 'name: "a\\nb"'),
+                    w.edit_suite("gender: [man, woman]", "gender: [man, man]"))),
     Case("generate-out-existing-file", 8, "cli",
          lambda w: ["generate", "--suite", str(w.suite), "--model", "smollm2", "--out", str(w.root / "afile"), "--live"],
          ("--out", "afile"), _write("afile", "x")),

@@ -144,6 +144,8 @@ def check_output_file(path: str | Path, flag: str) -> Path:
     path = Path(path)
     if path.is_dir():
         raise FairnessError(f"{flag} `{path}` is a directory, not a file")
+    if path.exists() and not path.is_file():
+        raise FairnessError(f"{flag} `{path}` is not a regular file (a device, pipe or socket); it would be replaced")
     if path.exists() and not os.access(path, os.W_OK):
         raise FairnessError(f"{flag} `{path}` is not writable")
     parent = path.parent if path.parent != Path("") else Path(".")

@@ -275,6 +275,11 @@ def cmd_recordings(args) -> int:
     raise FairnessError("llm-fairness-check recordings: choose `merge` or `verify`")
 
 
+def one_line(text: str) -> str:
+    """A message as exactly one line: names taken from files may hold line breaks."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def _dispatch(args) -> int:
     handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
     return handler(args)
@@ -336,7 +341,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
             return 2
         return _dispatch(args)
     except FairnessError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

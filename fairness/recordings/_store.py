@@ -151,6 +151,10 @@ def read_manifest(directory: Path) -> Manifest:
     if not path.exists():
         raise FairnessError(f"recordings directory `{directory}` has no {MANIFEST}")
     raw = loads_json(read_text_capped(path, what="manifest"), f"manifest `{path}`")
+    if isinstance(raw, dict) and raw.get("format_version", FORMAT_VERSION) != FORMAT_VERSION:
+        raise FairnessError(
+            f"manifest `{path}` has format_version {raw['format_version']!r}; this version reads {FORMAT_VERSION}"
+        )
     try:
         return Manifest.model_validate(raw)
     except ValidationError as err:
@@ -204,7 +208,8 @@ def verify_files(directory: Path, manifest: Manifest) -> None:
         if Path(f.path).is_absolute() or ".." in Path(f.path).parts:
             raise FairnessError(f"manifest in `{directory}` names data file `{f.path}` outside the recording directory")
         if not path.is_file():
-            raise FairnessError(f"data file `{path}` named in the manifest is missing")
+            what = "is not a regular file" if path.exists() else "is missing"
+            raise FairnessError(f"data file `{path}` named in the manifest {what}")
         if sha256_file(path) != f.sha256:
             raise FairnessError(f"data file `{path}` does not match the sha256 in its manifest (edited or corrupted)")
 
