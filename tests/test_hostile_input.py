@@ -306,20 +306,23 @@ def _deny_write(mp: pytest.MonkeyPatch, w: W) -> None:
 
 
 def _lib_run(**kw) -> Callable[[W], object]:
+    from fairness.pipeline._options import RunOptions
     from fairness.pipeline._run import run_audit
 
     def act(w: W) -> object:
         opts = {"bootstrap": 50, "permutations": 0, **kw}
-        return run_audit(str(w.suite), w.rec, w.out, AuditOptions(**opts))
+        return run_audit(RunOptions(suite=str(w.suite), recordings=w.rec, out=w.out, audit=AuditOptions(**opts)))
 
     return act
 
 
 def _lib_run_out_file(w: W) -> object:
+    from fairness.pipeline._options import RunOptions
     from fairness.pipeline._run import run_audit
 
     (w.root / "afile").write_text("x", encoding="utf-8")
-    return run_audit(str(w.suite), w.rec, w.root / "afile", AuditOptions(bootstrap=50, permutations=0))
+    return run_audit(RunOptions(suite=str(w.suite), recordings=w.rec, out=w.root / "afile",
+                                audit=AuditOptions(bootstrap=50, permutations=0)))
 
 
 def _lib_loads_yaml(text: str) -> Callable[[W], object]:
@@ -399,13 +402,14 @@ CASES: list[Case] = [
     Case("lib-records-bad-byte", 3, "lib", lambda w: RecordingSet(w.rec), ("records.jsonl", "byte offset"),
          _bad_byte_in_records),
     # 4. numbers
-    *[Case(f"threshold-{v}", 4, "cli", lambda w, v=v: run_args(w, "--threshold", v), ("--threshold",))
-      for v in ("nan", "inf", "1e309", "-1")],
-    Case("threshold-above-1-for-a-rate", 4, "cli", lambda w: run_args(w, "--threshold", "1.5"),
-         ("threshold", "between 0 and 1 for a rate metric")),
-    *[Case(f"{flag[2:]}-{v}", 4, "cli", lambda w, flag=flag, v=v: run_args(w, flag, v), (flag,))
-      for flag, v in (("--bootstrap", "1000000000"), ("--permutations", "1000000000"), ("--seed", "-1"),
-                      ("--seed", "4294967296"), ("--min-group-size", "0"), ("--bootstrap", "10^9"))],
+    *[Case(f"threshold-{v}", 4, "cli", lambda w, v=v: run_args(w, "--threshold", v), ("`threshold`", "finite"))
+      for v in ("nan", "inf", "1e309")],
+    *[Case(f"threshold-{v}-for-a-rate", 4, "cli", lambda w, v=v: run_args(w, "--threshold", v),
+           ("`threshold`", "in [0, 1] for the rate metric")) for v in ("-1", "1.5")],
+    *[Case(f"{flag[2:]}-{v}", 4, "cli", lambda w, flag=flag, v=v: run_args(w, flag, v), (name,))
+      for flag, name, v in (("--bootstrap", "`bootstrap`", "1000000000"), ("--permutations", "`permutations`", "1000000000"),
+                            ("--seed", "`seed`", "-1"), ("--seed", "`seed`", "4294967296"),
+                            ("--min-group-size", "`min_group_size`", "0"), ("--bootstrap", "--bootstrap", "10^9"))],
     Case("suite-threshold-nan", 4, "cli", run_args, ("rules.0.threshold", "finite"),
          lambda w: w.edit_suite("threshold: 0.5", "threshold: .nan")),
     Case("suite-threshold-inf", 4, "cli", run_args, ("rules.0.threshold", "finite"),
@@ -415,12 +419,12 @@ CASES: list[Case] = [
     Case("suite-negative-seed", 4, "cli", run_args, ("seed -1",), lambda w: w.edit_suite("seeds: [1, 2]", "seeds: [-1, 2]")),
     Case("suite-temperature-nan", 4, "cli", run_args, ("regimes.0.temperature", "finite"),
          lambda w: w.edit_suite("temperature: 0.2", "temperature: .nan")),
-    Case("lib-bootstrap-huge", 4, "lib", _lib_run(bootstrap=10**9), ("bootstrap", "100,000")),
+    Case("lib-bootstrap-huge", 4, "lib", _lib_run(bootstrap=10**9), ("`bootstrap`", "[1, 100000]")),
     Case("lib-threshold-nan", 4, "lib", _lib_run(threshold=float("nan")), ("threshold", "finite")),
     Case("lib-seed-negative", 4, "lib", _lib_run(seed=-5), ("seed",)),
     Case("action-threshold-nan", 4, "action", lambda w: _action_env(w, FAIRNESS_THRESHOLD="nan"), ("threshold",)),
-    Case("action-threshold-negative", 4, "action", lambda w: _action_env(w, FAIRNESS_THRESHOLD="-1"), ("--threshold",)),
-    Case("action-bootstrap-huge", 4, "action", lambda w: _action_env(w, FAIRNESS_BOOTSTRAP="1000000000"), ("--bootstrap",)),
+    Case("action-threshold-negative", 4, "action", lambda w: _action_env(w, FAIRNESS_THRESHOLD="-1"), ("`threshold`",)),
+    Case("action-bootstrap-huge", 4, "action", lambda w: _action_env(w, FAIRNESS_BOOTSTRAP="1000000000"), ("`bootstrap`",)),
     Case("generate-max-rows-negative", 4, "cli",
          lambda w: ["generate", "--suite", str(w.suite), "--model", "smollm2", "--out", str(w.root / "g"), "--live",
                     "--max-rows", "-1"], ("--max-rows",)),
@@ -438,9 +442,9 @@ CASES: list[Case] = [
     Case("action-out-is-a-file", 5, "action", lambda w: _action_env(w, FAIRNESS_OUT_DIR=str(w.root / "afile")),
          ("out-dir", "afile"), _write("afile", "x")),
     # 6. a clean pass on garbage
-    Case("all-outputs-empty", 6, "cli", loud_run_args, ("empty outputs", "100.0%"), _empty_outputs(), code=4,
+    Case("all-outputs-empty", 6, "cli", loud_run_args, ("empty outputs", "man 100.0%, woman 100.0%"), _empty_outputs(), code=4,
          out_unchanged=False),
-    Case("some-outputs-empty-in-one-slice", 6, "cli", loud_run_args, ("empty outputs", "worst woman"), _empty_outputs(3),
+    Case("some-outputs-empty-in-one-slice", 6, "cli", loud_run_args, ("empty outputs", "woman 12.5%", "1 slice over 5%"), _empty_outputs(3),
          code=4, out_unchanged=False),
     Case("action-all-outputs-empty", 6, "action", _action_env, (), _empty_outputs(), code=4, out_unchanged=False),
     Case("openai-null-content", 6, "lib", _lib_parse_openai_null, ("content is null",)),
@@ -510,7 +514,7 @@ CASES: list[Case] = [
          lambda w: w.edit_suite("regimes:\n  - {name: low, temperature: 0.2, top_p: 0.9, max_new_tokens: 64}\n", "")),
     # 10. the Action's internal-error path
     Case("action-internal-error", 10, "action", _action_env, ("internal error", "RuntimeError"),
-         patch=lambda mp, _w: mp.setattr(_action, "audit_argv", _raise_bug)),
+         patch=lambda mp, _w: mp.setattr(_action, "run_options", _raise_bug)),
     Case("action-disk-full", 10, "action", _action_env, ("no space left on device",),
          patch=_enospc_on(2, "fairness.pipeline._run.write_atomic")),
     # 11. messages
@@ -627,9 +631,9 @@ def test_empty_outputs_within_the_share_only_add_a_caveat(base: Path, tmp_path: 
                         else CLEAN)
     assert main(loud_run_args(w)) == 0  # 1 empty of 40 in slice woman: 2.5% <= 5%
     err = capsys.readouterr().err.splitlines()
-    assert err == ["caveat: empty outputs: up to 2.5% per slice (worst woman); every slice is within 5%"]
+    assert err == ["caveat: empty outputs per slice: man 0.0%, woman 2.5%; every slice is within 5%"]
     results = json.loads((w.out / "results.json").read_text(encoding="utf-8"))
-    assert results["recordings"]["empty_output_share_by_slice"] == {"man": 0.0, "woman": 0.025}
+    assert [c["code"] for c in results["caveats"]].count("empty-outputs") == 1
 
 
 def test_workflow_commands_from_files_are_inert_under_github_actions(base: Path, tmp_path: Path, capsys, monkeypatch):

@@ -10,6 +10,8 @@ import difflib
 import typing
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+
 
 class FairnessError(Exception):
     """Bad input: a suite, recording, rule or option the user can correct."""
@@ -59,14 +61,32 @@ def _unwrap(ann: Any, part: Any) -> Any:
     return None
 
 
-def format_validation_error(exc: Any, source: str, model: Any = None) -> str:
-    """One line for a pydantic `ValidationError` from parsing `source`.
+def _model_by_title(title: str) -> Any:
+    """The one model class named `title` (a ValidationError knows its model's name only)."""
+    found, stack, seen = [], list(BaseModel.__subclasses__()), set()
+    while stack:
+        cls = stack.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        if cls.__name__ == title:
+            found.append(cls)
+        stack.extend(cls.__subclasses__())
+    return found[0] if len(found) == 1 else None
 
-    An unknown key is reported before anything else (a typo also makes its intended key
-    "missing") and with the closest valid key, e.g. "unknown key `familes` (did you mean
-    `families`?)"; pass `model` (the class that was validated) for the suggestion.
+
+def validation_message(err: ValidationError, source: str = "", model: Any = None) -> str:
+    """One line for a pydantic `ValidationError`, prefixed with `source`.
+
+    The one formatter for every file, record and option model, so the same mistake reads the
+    same everywhere: a validator's own message verbatim; an unknown key first (a typo also makes
+    its intended key "missing") with the closest valid key, e.g. "unknown key `familes` (did you
+    mean `families`?)"; `missing key `x``; or `` `loc`: msg``. `model` defaults to the class the
+    error names.
     """
-    errors = exc.errors()
+    if model is None:
+        model = _model_by_title(err.title)
+    errors = err.errors()
     extra = [e for e in errors if e["type"] == "extra_forbidden"]
     first = extra[0] if extra else errors[0]
     loc = tuple(first["loc"])
@@ -80,10 +100,14 @@ def format_validation_error(exc: Any, source: str, model: Any = None) -> str:
                 hint = f" (did you mean `{close[0]}`?)"
             elif known:
                 hint = f" (known keys: {', '.join(known)})"
-        return f"{source}: unknown key `{where}`{hint}"
+        return _prefix(source, f"unknown key `{where}`{hint}")
     msg = first["msg"]
     if first["type"] == "missing":
-        return f"{source}: missing key `{where}`"
+        return _prefix(source, f"missing key `{where}`")
     if msg.startswith("Value error, "):
-        return f"{source}: {msg[len('Value error, '):]}"
-    return f"{source}: `{where}`: {msg}" if where else f"{source}: {msg}"
+        return _prefix(source, f"{msg[len('Value error, '):]}")
+    return _prefix(source, f"`{where}`: {msg}" if where else msg)
+
+
+def _prefix(source: str, text: str) -> str:
+    return f"{source}: {text}" if source else text

@@ -33,7 +33,7 @@ class _DuplicateKey(Exception):
         self.key, self.line, self.first_line = key, line, first_line
 
 
-class _StrictLoader(_Base):  # type: ignore[misc, valid-type]
+class _StrictLoader(_Base):
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         if isinstance(node, yaml.MappingNode):
             seen: dict[Any, int] = {}

@@ -170,7 +170,7 @@ def inert_streams() -> Iterator[None]:
     """Neutralise workflow commands on stdout and stderr (the plain CLI inside a workflow step):
     rule ids, manifest notes and model text reach the log, never the runner's command parser."""
     old_out, old_err = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = InertStream(old_out), InertStream(old_err)  # type: ignore[assignment]
+    sys.stdout, sys.stderr = InertStream(old_out), InertStream(old_err)
     try:
         yield
     finally:

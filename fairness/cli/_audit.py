@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
-import sys
-from pathlib import Path
+import argparse
+from typing import TYPE_CHECKING
 
-from fairness._util.errors import FairnessError
+if TYPE_CHECKING:
+    from fairness.pipeline._options import RunOptions
 
 
 def register(sub, add_suite) -> None:
@@ -36,18 +36,12 @@ def register(sub, add_suite) -> None:
     register_diff(sub, add_suite)
 
 
-def _options(args):
-    from fairness.audit._audit import AuditOptions
-    from fairness.audit._validate import MAX_GROUP_SIZE, MAX_RESAMPLES, MAX_SEED, check_count, check_threshold
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """The typed options of `run`; the library validates every value."""
+    from fairness.audit._options import AuditOptions
+    from fairness.pipeline._options import RunOptions, parse_evaluators
 
-    check_count("--bootstrap", args.bootstrap, 1, MAX_RESAMPLES)
-    check_count("--permutations", args.permutations, 0, MAX_RESAMPLES)
-    check_count("--seed", args.seed, 0, MAX_SEED)
-    if args.min_group_size is not None:
-        check_count("--min-group-size", args.min_group_size, 1, MAX_GROUP_SIZE)
-    if args.threshold is not None:
-        check_threshold("--threshold", args.threshold)
-    return AuditOptions(
+    audit = AuditOptions(
         bootstrap=args.bootstrap,
         permutations=args.permutations,
         seed=args.seed,
@@ -58,57 +52,19 @@ def _options(args):
         scorer_mode=args.scorer_mode,
         threshold=args.threshold,
     )
+    return RunOptions(
+        suite=args.suite, recordings=args.recordings, out=args.out, evaluators=parse_evaluators(args.evaluators),
+        bbq_recordings=args.bbq_recordings, bbq_items=args.bbq_items, allow_incomplete=args.allow_incomplete,
+        junit=args.junit, audit=audit,
+    )
 
 
-def cmd_run(args) -> int:
-    from fairness._util.files import check_output_file
-    from fairness.pipeline._run import compact_table, run_audit
+def cmd_run(args: argparse.Namespace) -> int:
+    from fairness.pipeline._run import print_outcome, run_audit
 
-    options = _options(args)
-    if args.junit:
-        from fairness.pipeline._run import check_apart
-
-        check_output_file(args.junit, "--junit")
-        check_apart(args.junit, Path(args.recordings), "--junit")
-    from fairness.evaluators._adapter import EVALUATORS
-
-    names = tuple(x.strip() for x in args.evaluators.split(",") if x.strip() and x.strip() != "none")
-    if names == ("all",):
-        names = EVALUATORS
-    unknown = [x for x in names if x not in EVALUATORS]
-    if unknown:
-        raise FairnessError(f"`--evaluators`: unknown evaluator `{unknown[0]}` (choose from {', '.join(EVALUATORS)} or none)")
-    result = run_audit(args.suite, args.recordings, args.out, options, evaluators=names,
-                       bbq_dir=args.bbq_recordings, bbq_items=args.bbq_items, allow_incomplete=args.allow_incomplete)
-    run = result.run
-    if getattr(args, "junit", None):
-        _write_junit(run, args.junit)
-    from fairness.report._render import verdict_line
-
-    line = re.sub(r"[*✅❌⚠️❔]+", "", verdict_line(run)).strip()
-    if not args.quiet:
-        print(compact_table(run))
-        for s in run.stability:
-            print(s.summary)
-        for c in run.caveats:
-            if c.code in ("test-model", "stale-recordings", "incomplete-recordings", "empty-outputs"):
-                print(f"caveat: {' '.join(c.message.split())}", file=sys.stderr)
-        print(f"wrote {', '.join(str(p) for p in result.files.values())}")
-    print(line)
-    return run.gate.exit_code
-
-
-def _write_junit(run, path: str) -> None:
-    """JUnit XML for CI test reporters; written after the audit's own outputs."""
-    from pathlib import Path
-
-    from fairness.recordings._store import write_atomic
-    from fairness.report._junit import junit_xml
-
-    try:
-        write_atomic(Path(path), junit_xml(run.model_dump(mode="json")))
-    except OSError as exc:
-        raise FairnessError(f"cannot write --junit `{path}`: {exc.strerror or exc}") from None
+    result = run_audit(run_options(args))
+    print_outcome(result, quiet=args.quiet)
+    return result.run.gate.exit_code
 
 
 def register_diff(sub, add_suite) -> None:
@@ -122,27 +78,11 @@ def register_diff(sub, add_suite) -> None:
     d.set_defaults(handler=cmd_diff)
 
 
-def cmd_diff(args) -> int:
-    from pathlib import Path
+def cmd_diff(args: argparse.Namespace) -> int:
+    from fairness.audit._options import AuditOptions
+    from fairness.pipeline._diff import run_diff
 
-    from fairness._util.files import check_output_dir
-    from fairness.audit._diff import diff_md, diff_runs
-    from fairness.audit._validate import MAX_RESAMPLES, MAX_SEED, check_count
-    from fairness.recordings._store import write_atomic
-    from fairness.suite._suite import load_suite
-
-    check_count("--bootstrap", args.bootstrap, 1, MAX_RESAMPLES)
-    check_count("--seed", args.seed, 0, MAX_SEED)
-    if args.out:
-        check_output_dir(args.out)
-    rules = list(load_suite(args.suite).rules)
-    d = diff_runs(args.base, args.head, rules=rules, B=args.bootstrap, seed=args.seed)
-    md = diff_md(d)
-    if args.out:
-        from fairness._util.files import staged_outputs
-
-        with staged_outputs(Path(args.out)) as staging:
-            write_atomic(staging / "diff.json", d.model_dump_json(indent=1) + "\n")
-            write_atomic(staging / "diff.md", md)
+    d, md = run_diff(args.base, args.head, suite=args.suite, out=args.out,
+                     options=AuditOptions(bootstrap=args.bootstrap, seed=args.seed))
     print(md)
     return d.exit_code

@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 from fairness._util.errors import FairnessError
 
@@ -34,9 +35,12 @@ exit codes:
 limits: a grid of at most 1,000,000 rows (--max-grid-rows, FAIRNESS_MAX_GRID_ROWS) and
 input files of at most 10 MiB (FAIRNESS_MAX_FILE_BYTES)."""
 
+if TYPE_CHECKING:
+    from fairness.generate._options import EngineOptions
+
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too)
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse prints usage too)
         raise FairnessError(f"{self.prog}: {message}")
 
 
@@ -45,6 +49,16 @@ def _add_suite(p: argparse.ArgumentParser) -> None:
 
 
 ENGINE_CHOICES = ["llamacpp", "transformers", "openai", "anthropic"]
+_ENGINE_FIELDS = ("engine", "model", "model_id", "threads", "batch_size", "device", "dtype", "gguf_file",
+                  "base_url", "concurrency", "max_requests", "provider_config")
+
+
+def engine_options(args: argparse.Namespace) -> EngineOptions:
+    """The typed engine options of `generate` / `dry-run` (flags a command lacks keep their defaults)."""
+    from fairness.generate._options import EngineOptions
+
+    given = {f: getattr(args, f) for f in _ENGINE_FIELDS if getattr(args, f, None) is not None}
+    return EngineOptions(**given)
 
 
 def _add_hosted(p: argparse.ArgumentParser) -> None:
@@ -115,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_suite(rv)
     rv.add_argument("directory")
 
+    sc = sub.add_parser("schema", help="print the JSON Schema of results.json or of a recording manifest")
+    sc.add_argument("name", choices=["results", "manifest"])
+
     from fairness.cli._audit import register
 
     register(sub, _add_suite)
@@ -177,53 +194,45 @@ def _emit(text: str, output: str | None) -> None:
         sys.stdout.write(text)
 
 
-def cmd_generate(args) -> int:
-    from fairness.generate._loop import generate, parse_shard, require_live_opt_in
-    from fairness.suite._suite import load_suite
+def cmd_generate(args: argparse.Namespace) -> int:
+    from fairness.generate._factory import run_generate
+    from fairness.generate._loop import parse_shard, require_live_opt_in
 
     require_live_opt_in(args.live)
     check_generate_args(args)
-    suite = load_suite(args.suite)
     shard = parse_shard(args.shard)
     _interrupt_on_term()
-    from fairness.generate._factory import make_engine
-
-    engine, model = make_engine(args)
-    try:
-        report = generate(
-            suite, engine, model, Path(args.out), max_rows=args.max_rows, shard=shard, progress=not args.no_progress
-        )
-    finally:
-        engine.close()
+    report, engine = run_generate(args.suite, engine_options(args), Path(args.out), max_rows=args.max_rows,
+                                  shard=shard, progress=not args.no_progress)
     state = "complete" if report.complete else "incomplete"
     print(
         f"{report.already + report.written}/{report.expected} rows recorded ({state}); "
         f"{report.written} new in {report.seconds:.1f}s, {report.tokens_per_second:.1f} completion tokens/s"
     )
     if getattr(engine, "cap_reached", False):
-        print(f"stopped at the request cap ({engine.requests} requests this run); rerun to continue")
+        print(f"stopped at the request cap ({getattr(engine, 'requests', 0)} requests this run); rerun to continue")
     return 0
 
 
-def check_generate_args(args) -> None:
-    """The numbers and the recording directory of `generate`/`dry-run`, before any work."""
+def check_generate_args(args: argparse.Namespace) -> None:
+    """What `generate`/`dry-run` check before any work: the row cap and the recording directory
+    (engine numbers are checked by `EngineOptions`)."""
     from fairness._util.files import check_output_dir
     from fairness.audit._validate import check_count
 
-    for flag, attr, lo in (("--max-rows", "max_rows", 0), ("--threads", "threads", 1),
-                           ("--batch-size", "batch_size", 1), ("--concurrency", "concurrency", 1),
-                           ("--max-requests", "max_requests", 0)):
-        value = getattr(args, attr, None)
-        if value is not None:
-            check_count(flag, value, lo, 10**9)
+    if getattr(args, "max_rows", None) is not None:
+        check_count("--max-rows", args.max_rows, 0, 10**9)
     check_output_dir(args.out)
 
 
-def cmd_dry_run(args) -> int:
-    from fairness.generate._dry_run import cmd_dry_run as run
+def cmd_dry_run(args: argparse.Namespace) -> int:
+    from fairness.generate._dry_run import dry_run
+    from fairness.generate._loop import parse_shard
+    from fairness.suite._suite import load_suite
 
     check_generate_args(args)
-    return run(args)
+    print(dry_run(load_suite(args.suite), engine_options(args), Path(args.out), parse_shard(args.shard)))
+    return 0
 
 
 def _interrupt_on_term() -> None:
@@ -280,9 +289,12 @@ def one_line(text: str) -> str:
     return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
-def _dispatch(args) -> int:
+def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
-    return handler(args)
+    if handler is None:
+        parser.print_help()
+        return 2
+    return int(handler(args))
 
 
 def _with_grid_limit(args, parser) -> int:
@@ -297,7 +309,7 @@ def _with_grid_limit(args, parser) -> int:
         if args.version or not args.command:
             parser.print_help()
             return 2
-        return _dispatch(args)
+        return _dispatch(args, parser)
     finally:
         if old is None:
             os.environ.pop(MAX_GRID_ROWS_ENV, None)
@@ -305,7 +317,15 @@ def _with_grid_limit(args, parser) -> int:
             os.environ[MAX_GRID_ROWS_ENV] = old
 
 
+def cmd_schema(args: argparse.Namespace) -> int:
+    from fairness.report._schema import schema_text
+
+    sys.stdout.write(schema_text(args.name))
+    return 0
+
+
 COMMANDS = {
+    "schema": cmd_schema,
     "grid": cmd_grid,
     "generate": cmd_generate,
     "dry-run": cmd_dry_run,
@@ -339,7 +359,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         if not args.command:
             parser.print_help()
             return 2
-        return _dispatch(args)
+        return _dispatch(args, parser)
     except FairnessError as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code

@@ -16,10 +16,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from fairness._util.canonical import sha256_json
-from fairness._util.errors import FairnessError, format_validation_error
+from fairness._util.errors import FairnessError, validation_message
+from fairness._util.models import Frozen
 from fairness._util.yaml_io import loads_yaml
 from fairness._util.yaml_io import read_yaml as _read_yaml
 from fairness.suite._case import Case, SamplingParams
@@ -39,18 +40,14 @@ BUILTIN_SUITES = {"fairness-cards/qwen-v0.1": "qwen-v0.1.yaml"}
 """Suites shipped inside the package, by name."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Insertion(_Strict):
+class Insertion(Frozen):
     """How the protected attributes enter a template: `{A}` → `a {gender} who is {religion}`."""
 
     placeholder: str = Field(default="A", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     template: str = Field(min_length=1)
 
 
-class Placeholder(_Strict):
+class Placeholder(Frozen):
     """A non-protected placeholder (e.g. `{OCC}`) and the values it ranges over."""
 
     values: list[str] = Field(min_length=1)
@@ -58,7 +55,7 @@ class Placeholder(_Strict):
     """Column name in the exported grid (default: the placeholder name, lower-cased)."""
 
 
-class Family(_Strict):
+class Family(Frozen):
     """A prompt family: its paraphrases; the first is the canonical template."""
 
     id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_-]+$")
@@ -77,12 +74,12 @@ class Regime(SamplingParams):
         return SamplingParams(temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_new_tokens)
 
 
-class ScorerConfig(_Strict):
+class ScorerConfig(Frozen):
     mode: Literal["paper", "strict"] = "paper"
     """`paper`: the reference rubric's substring semantics (parity); `strict`: whole words."""
 
 
-class Suite(_Strict):
+class Suite(Frozen):
     """A controlled prompt grid plus the audit settings that go with it."""
 
     name: str = Field(min_length=1)
@@ -121,7 +118,7 @@ class Suite(_Strict):
     def slice_list(self) -> list[dict[str, str]]:
         dims = list(self.attributes)
         if self.slices == "product":
-            return [dict(zip(dims, combo)) for combo in itertools.product(*self.attributes.values())]
+            return [dict(zip(dims, combo, strict=True)) for combo in itertools.product(*self.attributes.values())]
         return [dict(s) for s in self.slices]
 
     @cached_property
@@ -291,7 +288,7 @@ def expand(s: Suite) -> list[Case]:
     for t_index, (fam, p_index, tmpl) in enumerate(s.templates):
         pid = f"p{p_index + 1}"
         for combo in ph_products:
-            ph_values = dict(zip(ph_names, combo))
+            ph_values = dict(zip(ph_names, combo, strict=True))
             for sl in s.slice_list:
                 slice_id = "_".join(sl[d] for d in s.attributes)
                 names = {}
@@ -324,7 +321,12 @@ def expand(s: Suite) -> list[Case]:
     ids = [c.row_id for c in cases]
     if len(set(ids)) != len(ids):
         seen: set[str] = set()
-        dup = next(i for i in ids if i in seen or seen.add(i))
+        dup = ""
+        for i in ids:
+            if i in seen:
+                dup = i
+                break
+            seen.add(i)
         raise FairnessError(f"suite `{s.name}`: two grid rows share the id `{dup}` (placeholder values collide)")
     return cases
 
@@ -336,7 +338,7 @@ def parse_suite(data: object, source: str = "suite") -> Suite:
     try:
         return Suite.model_validate(data)
     except ValidationError as err:
-        raise FairnessError(format_validation_error(err, source, Suite)) from None
+        raise FairnessError(validation_message(err, source, Suite)) from None
 
 
 def read_yaml(path: Path, what: str = "file") -> object:
