@@ -651,8 +651,8 @@ def test_workflow_commands_from_files_are_inert_under_github_actions(base: Path,
     lines = (cap.out + cap.err).splitlines()
     assert not [line for line in lines if line.lstrip().startswith("::")]
     assert any("set-output name=passed" in line for line in lines)  # still shown, made inert
-    # two caveats (stand-in model; the edited suite's hash), each one line: the note's newline is collapsed
-    assert [line.split(":")[0] for line in cap.err.splitlines()] == ["caveat", "caveat"]
+    # the stand-in model's caveat is one line: the note's newline is collapsed
+    assert [line.split(":")[0] for line in cap.err.splitlines()] == ["caveat"]
 
 
 def test_top_level_help_is_for_users_and_lists_the_exit_codes(capsys) -> None:

@@ -306,8 +306,12 @@ class ReplayProvider:
         return [c for c, _ in kept], [r for _, r in kept]
 
     def _refuse_foreign(self, cases: list[Case]) -> None:
-        """A record that answers no row of the grid does not belong to this audit: name the first."""
+        """A set made for this very grid (same grid hash) holds only rows of it: a record that
+        answers no grid row was added afterwards, and is refused, naming the first. A set made
+        for another grid of the suite (a sub-grid audit) is reported as stale instead."""
         rs = self.recordings
+        if rs.manifest.grid_hash != grid_hash(cases, self.system_prompt):
+            return
         wanted = {rs.key_for(c) for c in cases}
         if all(k in wanted for k in rs.by_key):
             return
