@@ -3,8 +3,9 @@
 
 Thin on purpose: inputs arrive as FAIRNESS_* environment variables and all logic lives
 in `fairness.action._main`, where it is tested. Exits with the gate's code (mapped per
-fail-on): 0 pass, 1 fail, 3 illustrative, 4 undefined; 2 for bad input or any error,
-with the outputs `gate-status=error`, `passed=false`, `exit-code=2`.
+fail-on; by default an inconclusive result is a warning and exits 0): 0 pass, 1 fail, 3 inconclusive,
+4 undefined; 2 for bad input or any error, with the outputs `gate-status=error`, `passed=false`,
+`exit-code=2`.
 """
 
 import os

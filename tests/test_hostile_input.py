@@ -490,13 +490,16 @@ CASES: list[Case] = [
     Case("merge-out-existing-file", 8, "cli",
          lambda w: ["recordings", "merge", "--suite", str(w.suite), str(w.rec), "--out", str(w.root / "afile")],
          ("--out", "afile"), _write("afile", "x")),
-    Case("diff-baseline-schema-2", 8, "cli",
+    Case("diff-baseline-schema-3", 8, "cli",
          lambda w: ["diff", str(w.root / "baseline"), str(w.root / "baseline"), "--suite", str(w.suite)],
-         ("schema 2.0",), _baseline(lambda r: r.update(schema_version="2.0"))),
+         ("schema 3.0",), _baseline(lambda r: r.update(schema_version="3.0"))),
     Case("action-baseline-missing", 8, "action", lambda w: _action_env(w, FAIRNESS_BASELINE=str(w.root / "nope")),
          ("nope",)),
-    Case("action-baseline-schema-2", 8, "action", lambda w: _action_env(w, FAIRNESS_BASELINE=str(w.root / "baseline")),
-         ("schema 2.0",), _baseline(lambda r: r.update(schema_version="2.0"))),
+    Case("action-baseline-schema-3", 8, "action", lambda w: _action_env(w, FAIRNESS_BASELINE=str(w.root / "baseline")),
+         ("schema 3.0",), _baseline(lambda r: r.update(schema_version="3.0"))),
+    Case("diff-baseline-schema-1", 8, "cli",
+         lambda w: ["diff", str(w.root / "baseline"), str(w.root / "baseline"), "--suite", str(w.suite)],
+         ("schema 1.1.0",), _baseline(lambda r: r.update(schema_version="1.1.0"))),
     Case("action-baseline-without-gate", 8, "action",
          lambda w: _action_env(w, FAIRNESS_BASELINE=str(w.root / "baseline")), ("`gate.state`",),
          _baseline(lambda r: r.pop("gate"))),
@@ -662,7 +665,7 @@ def test_top_level_help_is_for_users_and_lists_the_exit_codes(capsys) -> None:
     text = capsys.readouterr().out
     assert "Audit an LLM for demographic fairness" in text
     assert "argument parsing only" not in text
-    for line in ("0  pass", "1  fail", "2  bad input", "3  illustrative", "4  undefined"):
+    for line in ("0  pass", "1  fail", "2  bad input", "3  inconclusive", "4  undefined"):
         assert line in text
 
 

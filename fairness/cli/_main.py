@@ -1,6 +1,6 @@
 """`llm-fairness-check`: argument parsing only; every stage lives in the library.
 
-Exit codes: 0 pass, 1 fail, 2 bad input, 3 illustrative, 4 undefined.
+Exit codes: 0 pass, 1 fail, 2 bad input, 3 inconclusive, 4 undefined (see fairness/audit/_gate.py).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ exit codes:
   0  pass           every rule check passed
   1  fail           a rule is breached with confidence
   2  bad input      a suite, recording, option or path is wrong (one line on stderr)
-  3  illustrative   a breach or pass the evidence cannot confirm (small or incomplete sample)
+  3  inconclusive   the interval straddles a threshold, or a pass on an incomplete sample
   4  undefined      nothing to decide on (no rules, too few rows, too many empty outputs)
 
 limits: a grid of at most 1,000,000 rows (--max-grid-rows, FAIRNESS_MAX_GRID_ROWS) and
