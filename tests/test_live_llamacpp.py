@@ -100,7 +100,8 @@ def test_the_cli_generates_with_the_opt_in(tmp_path, model_path, monkeypatch, ca
     assert code == 0 and "1/6 rows recorded (incomplete)" in capsys.readouterr().out
 
 
-def test_regenerate_in_place_records_the_weights_checksum(tmp_path, model_path, monkeypatch, capsys):
+@pytest.mark.usefixtures("model_path")
+def test_regenerate_in_place_records_the_weights_checksum(tmp_path, monkeypatch, capsys):
     from fairness.cli import main
     from fairness.generate import _model_fetch as _models
     from fairness.recordings._store import read_manifest

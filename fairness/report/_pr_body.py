@@ -45,8 +45,8 @@ def provenance_md(manifest: Manifest) -> str:
     ]
     for name, sha in sorted((m.weights or {}).items()):
         lines.append(f"- weights `{name}` sha256 `{sha}`")
-    versions = ", ".join(f"{k} {v}" for k, v in sorted(b.versions.items()))
-    lines.append(f"- engine `{b.engine}` on {b.device} ({b.dtype}; {versions})")
+    versions = "".join(f", {k} {v}" for k, v in sorted(b.versions.items()))
+    lines.append(f"- engine `{b.engine}` on {b.device} ({b.dtype}{versions})")
     if b.server is not None:
         lines.append(f"- served by {b.server.name} {b.server.version}")
     if not m.is_audited_model:
