@@ -366,6 +366,13 @@ def test_the_nightly_workflow_regenerates_in_place_and_opens_a_checked_pr(world)
     shards = wf["jobs"]["generate"]["strategy"]["matrix"]["shard"]
     assert len(shards) == int(wf["env"]["SHARDS"]) == 2
     assert "--gpus all" in wf["jobs"]["generate"]["container"]["options"]
+
+    # an unpinned model revision stops the job at its first step
+    runner.vars["FAIRNESS_MODEL_REVISION"] = "main"
+    with pytest.raises(AssertionError, match="step `Check the pins` of generate failed"):
+        runner.run_job("generate", {"shard": 1})
+    runner.vars["FAIRNESS_MODEL_REVISION"] = REVISION
+
     for k in shards:
         runner.run_job("generate", {"shard": k})
     for k in shards:
