@@ -12,12 +12,17 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 from fairness._util.errors import FairnessError
 
+if TYPE_CHECKING:
+    from fairness.generate._loop import GenerateReport
+    from fairness.generate._options import EngineOptions
+
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too)
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse prints usage too)
         raise FairnessError(f"{self.prog}: {message}")
 
 
@@ -28,6 +33,16 @@ def _add_suite(p: argparse.ArgumentParser) -> None:
 ENGINE_CHOICES = ["llamacpp", "transformers", "openai", "anthropic"]
 CPU_ROW_LIMIT = 64
 """Mirrors fairness.generate._device.CPU_ROW_LIMIT (not imported: the parser stays light)."""
+_ENGINE_FIELDS = ("engine", "model", "model_id", "revision", "threads", "batch_size", "device", "dtype", "gguf_file",
+                  "base_url", "concurrency", "max_requests", "provider_config")
+
+
+def engine_options(args: argparse.Namespace) -> EngineOptions:
+    """The typed engine options of `generate` / `dry-run` (flags a command lacks keep their defaults)."""
+    from fairness.generate._options import EngineOptions
+
+    given = {f: getattr(args, f) for f in _ENGINE_FIELDS if getattr(args, f, None) is not None}
+    return EngineOptions(**given)
 
 
 def _add_hosted(p: argparse.ArgumentParser) -> None:
@@ -102,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_suite(rv)
     rv.add_argument("directory")
 
+    sc = sub.add_parser("schema", help="print the JSON Schema of results.json or of a recording manifest")
+    sc.add_argument("name", choices=["results", "manifest"])
+
     from fairness.cli._audit import register
     from fairness.cli._regenerate import register as register_regenerate
 
@@ -160,17 +178,20 @@ def _emit(text: str, output: str | None) -> None:
         sys.stdout.write(text)
 
 
-def cmd_generate(args) -> int:
-    from fairness.generate._loop import parse_shard
+def cmd_generate(args: argparse.Namespace) -> int:
+    from fairness.generate._loop import parse_shard, require_live_opt_in
 
+    require_live_opt_in(args.live)
+    shard = parse_shard(args.shard)
+    _interrupt_on_term()
     out = Path(args.out)
     if not args.regenerate:
-        run_generate(args, out, parse_shard(args.shard))
+        generate_and_report(args, out, shard)
         return 0
     from fairness.pipeline._regenerate import staging_dir, swap_in
 
     staging = staging_dir(out)
-    if run_generate(args, staging, parse_shard(args.shard)).complete:
+    if generate_and_report(args, staging, shard).complete:
         swap_in(staging, out)
         print(f"rewrote `{out}` in place")
     else:
@@ -178,39 +199,29 @@ def cmd_generate(args) -> int:
     return 0
 
 
-def run_generate(args, out: Path, shard: tuple[int, int] | None):
-    """Check the opt-in and the device, build the engine, generate into `out` and print the tally."""
-    from fairness.generate._device import LOCAL_ENGINES, require_accelerator
-    from fairness.generate._loop import generate, require_live_opt_in, shard_cases
-    from fairness.suite._suite import load_suite
+def generate_and_report(args: argparse.Namespace, out: Path, shard: tuple[int, int] | None) -> GenerateReport:
+    """Record into `out` with the engine the flags name and print the tally."""
+    from fairness.generate._factory import run_generate
 
-    require_live_opt_in(args.live)
-    suite = load_suite(args.suite)
-    if args.engine in LOCAL_ENGINES:
-        rows = len(shard_cases(suite.expand(), shard))
-        args.device = require_accelerator(args.engine, args.device, rows if args.max_rows is None else min(rows, args.max_rows))
-    _interrupt_on_term()
-    from fairness.generate._factory import make_engine
-
-    engine, model = make_engine(args)
-    try:
-        report = generate(suite, engine, model, out, max_rows=args.max_rows, shard=shard, progress=not args.no_progress)
-    finally:
-        engine.close()
+    report, engine = run_generate(args.suite, engine_options(args), out, max_rows=args.max_rows,
+                                  shard=shard, progress=not args.no_progress)
     state = "complete" if report.complete else "incomplete"
     print(
         f"{report.already + report.written}/{report.expected} rows recorded ({state}); "
         f"{report.written} new in {report.seconds:.1f}s, {report.tokens_per_second:.1f} completion tokens/s"
     )
     if getattr(engine, "cap_reached", False):
-        print(f"stopped at the request cap ({engine.requests} requests this run); rerun to continue")
+        print(f"stopped at the request cap ({getattr(engine, 'requests', 0)} requests this run); rerun to continue")
     return report
 
 
-def cmd_dry_run(args) -> int:
-    from fairness.generate._dry_run import cmd_dry_run as run
+def cmd_dry_run(args: argparse.Namespace) -> int:
+    from fairness.generate._dry_run import dry_run
+    from fairness.generate._loop import parse_shard
+    from fairness.suite._suite import load_suite
 
-    return run(args)
+    print(dry_run(load_suite(args.suite), engine_options(args), Path(args.out), parse_shard(args.shard)))
+    return 0
 
 
 def _interrupt_on_term() -> None:
@@ -258,7 +269,15 @@ def cmd_recordings(args) -> int:
     raise FairnessError("llm-fairness-check recordings: choose `merge` or `verify`")
 
 
+def cmd_schema(args: argparse.Namespace) -> int:
+    from fairness.report._schema import schema_text
+
+    sys.stdout.write(schema_text(args.name))
+    return 0
+
+
 COMMANDS = {
+    "schema": cmd_schema,
     "grid": cmd_grid,
     "generate": cmd_generate,
     "dry-run": cmd_dry_run,
@@ -280,7 +299,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return 2
         handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
-        return handler(args)
+        if handler is None:
+            parser.print_help()
+            return 2
+        return int(handler(args))
     except FairnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

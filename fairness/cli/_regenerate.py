@@ -45,12 +45,10 @@ def register(sub, add_generate_options) -> None:
 def cmd_regenerate(args) -> int:
     from fairness.action._commands import append_summary, write_outputs
     from fairness.audit._audit import AuditOptions
-    from fairness.cli._main import run_generate
+    from fairness.cli._main import generate_and_report
     from fairness.generate._loop import require_live_opt_in
     from fairness.pipeline._regenerate import regenerate
 
-    if args.bootstrap < 1 or args.permutations < 0:
-        raise FairnessError("`--bootstrap` must be positive and `--permutations` non-negative")
     if args.engine == "transformers" and not args.revision and not Path(args.model).exists() and "/" in args.model:
         raise FairnessError(f"regenerating hub model `{args.model}` needs --revision <commit>: an unpinned hub id "
                             "names a moving branch, so two nights could load different weights")
@@ -59,7 +57,7 @@ def cmd_regenerate(args) -> int:
         require_live_opt_in(args.live)
 
         def produce(staging: Path) -> None:
-            run_generate(args, staging, None)
+            generate_and_report(args, staging, None)
 
     options = AuditOptions(bootstrap=args.bootstrap, permutations=args.permutations)
     res = regenerate(args.suite, Path(args.out), Path(args.work), produce,

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
 from fairness.generate import _model_fetch as _models
+from fairness.generate._model_fetch import ModelFile
+from fairness.generate._options import EngineOptions
 from fairness.generate._weights import pinned_weights
+from fairness.generate.engines import Engine
 from fairness.recordings._store import ModelInfo
+
+if TYPE_CHECKING:
+    from fairness.generate._loop import GenerateReport
 
 TEST_MODEL_NOTE = (
     "These are the outputs of the small test model {hub} ({file}), run on the CPU so that CI "
@@ -16,7 +24,8 @@ TEST_MODEL_NOTE = (
 )
 
 
-def make_engine(args):
+def make_engine(args: EngineOptions) -> tuple[Engine, ModelInfo]:
+    """The engine `args` names and the `ModelInfo` its recordings will carry."""
     if args.engine in ("openai", "anthropic"):
         from fairness.generate.engines.hosted import make_hosted_engine
 
@@ -29,7 +38,7 @@ def make_engine(args):
         path = _models.locate(name) if known else Path(name)
         if not path.is_file():
             raise FairnessError(f"--model `{name}` is neither a known model ({', '.join(_models.KNOWN_MODELS)}) nor a GGUF file")
-        if getattr(args, "revision", None):
+        if args.revision:
             raise FairnessError("--revision pins a hub model (transformers); the llamacpp engine loads a local GGUF file")
         engine = LlamaCppEngine(path, threads=args.threads)
         model = _model_info(args, path, known)
@@ -42,23 +51,23 @@ def make_engine(args):
         if known:
             path = _models.locate(name)
             source, gguf = str(path.parent), path.name
-        revision = getattr(args, "revision", None)
-        if revision and (known or Path(source).exists()):
+        if args.revision and (known or Path(source).exists()):
             raise FairnessError("--revision pins a hub model; a local model directory or file has no revision")
-        engine = TransformersEngine(
-            source, gguf_file=gguf, device=args.device, dtype=args.dtype, batch_size=args.batch_size, revision=revision
+        tf_engine = TransformersEngine(
+            source, gguf_file=gguf, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
+            revision=args.revision,
         )
         weights = Path(source) / gguf if gguf else None
         model = _model_info(args, weights, known, default_id=None if known else name)
-        commit, files = pinned_weights(source, revision, gguf)
-        return engine, model.model_copy(update={"revision": commit, "weights": files})
+        commit, files = pinned_weights(source, args.revision, gguf)
+        return tf_engine, model.model_copy(update={"revision": commit, "weights": files})
     raise FairnessError(f"unknown engine `{args.engine}`")
 
 
-def _model_info(args, path: Path | None, known, default_id: str | None = None) -> ModelInfo:
+def _model_info(args: EngineOptions, path: Path | None, known: ModelFile | None, default_id: str | None = None) -> ModelInfo:
     if known:
-        assert path is not None, "a known model is always a located file"
-        digest = _models.model_file_sha256(path)
+        assert path is not None  # a known model is always a local file
+        digest = sha256_file(path)
         return ModelInfo(
             id=args.model_id or known.model_id,
             source=f"{known.hub_id} via PyPI {known.requirement} ({known.license})",
@@ -68,7 +77,7 @@ def _model_info(args, path: Path | None, known, default_id: str | None = None) -
             is_audited_model=False,
             note=TEST_MODEL_NOTE.format(hub=known.hub_id, file=known.filename),
         )
-    sha = _models.model_file_sha256(path) if path is not None and path.is_file() else None
+    sha = sha256_file(path) if path is not None and path.is_file() else None
     return ModelInfo(
         id=args.model_id or default_id or (path.stem if path else args.model),
         source=str(args.model) if not Path(args.model).is_absolute() else Path(args.model).name,
@@ -76,3 +85,29 @@ def _model_info(args, path: Path | None, known, default_id: str | None = None) -
         weights_sha256=sha,
         weights={path.name: sha} if path is not None and sha else None,
     )
+
+
+def run_generate(
+    suite_ref: str, options: EngineOptions, out: Path, *,
+    max_rows: int | None = None, shard: tuple[int, int] | None = None, progress: bool = True,
+) -> tuple[GenerateReport, Engine]:
+    """Build the engine `options` names and record `suite_ref`'s grid (or shard) into `out`.
+
+    The one entry of the CLI's `generate` and the Action's live mode; the engine is closed
+    before returning (it is returned for its counters, e.g. a hosted engine's request cap).
+    """
+    from fairness.generate._device import LOCAL_ENGINES, require_accelerator
+    from fairness.generate._loop import generate, shard_cases
+    from fairness.suite._suite import load_suite
+
+    suite = load_suite(suite_ref)
+    if options.engine in LOCAL_ENGINES:  # before the model loads: a broken GPU fails in seconds, not hours
+        rows = len(shard_cases(suite.expand(), shard))
+        device = require_accelerator(options.engine, options.device, rows if max_rows is None else min(rows, max_rows))
+        options = options.model_copy(update={"device": device})
+    engine, model = make_engine(options)
+    try:
+        report = generate(suite, engine, model, out, max_rows=max_rows, shard=shard, progress=progress)
+    finally:
+        engine.close()
+    return report, engine

@@ -89,7 +89,8 @@ def regenerate(
 ) -> Regenerated:
     """Audit the committed set, write a new one (by `produce(staging)` or by merging `shards`), swap it in
     when complete, audit it and write `work/pr-body.md`."""
-    from fairness.audit._diff import diff_md, diff_runs
+    from fairness.pipeline._diff import run_diff
+    from fairness.pipeline._options import RunOptions
     from fairness.pipeline._run import run_audit
     from fairness.report._pr_body import pr_body
 
@@ -103,7 +104,8 @@ def regenerate(
     base, no_diff = None, None
     if (out / MANIFEST).exists():
         try:
-            base = run_audit(suite_ref, out, work / "base", options, allow_incomplete=True)
+            base = run_audit(RunOptions(suite=suite_ref, recordings=out, out=work / "base", audit=options,
+                                        allow_incomplete=True))
             log(f"committed recordings: {base.run.gate.state} (exit {base.run.gate.exit_code})")
         except FairnessError as exc:  # e.g. the suite changed: regenerating is exactly what is needed
             no_diff = f"The committed recordings could not be audited with this suite, so there is no diff: {exc}"
@@ -123,12 +125,10 @@ def regenerate(
         return Regenerated(out, False, 0, None, environment, manifest)
     swap_in(staging, out)
     log(f"rewrote `{out}` in place: {manifest.rows} rows")
-    head = run_audit(suite_ref, out, work / "head", options)
+    head = run_audit(RunOptions(suite=suite_ref, recordings=out, out=work / "head", audit=options))
     diff = no_diff
     if base is not None:
-        d = diff_runs(work / "base", work / "head", rules=list(suite.rules), B=options.bootstrap, seed=options.seed)
-        diff = diff_md(d)
-        write_atomic(work / "diff.md", diff)
+        _, diff = run_diff(work / "base", work / "head", suite=suite_ref, out=work, options=options)
     body = pr_body(head.run, diff, manifest)
     write_atomic(work / "pr-body.md", body)
     log(f"new recordings: {head.run.gate.state} (exit {head.run.gate.exit_code}); PR body in `{work / 'pr-body.md'}`")
