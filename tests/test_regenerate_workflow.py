@@ -1,7 +1,8 @@
 """The nightly regeneration workflow, executed step by step by a runner stand-in on the CPU.
 
 The stand-in reads .github/workflows/nightly-regenerate.yml and runs its jobs the way a
-runner does: every `run:` step in bash with the job's env, `${{ }}` expressions evaluated
+runner does (expressions and `if:` through tests/runner_standin.py, which plays a runner for
+action.yml's composite steps): every `run:` step in bash with the job's env, `${{ }}` expressions evaluated
 from vars/secrets/matrix/steps, $GITHUB_OUTPUT/$GITHUB_PATH/$GITHUB_STEP_SUMMARY honoured,
 a fresh $RUNNER_TEMP and workspace per job, background processes killed at job end. The
 few `uses:` actions are emulated: checkout clones a local bare remote, the artifact actions
@@ -29,6 +30,8 @@ from typing import Any
 
 import pytest
 import yaml
+from runner_standin import _condition, interpolate
+from test_action import parse_output_file
 
 from fairness.cli import main as cli_main
 from fairness.recordings._store import MANIFEST, RECORDS
@@ -53,80 +56,6 @@ SUITE = {
 """2 slices x 2 occupations x 1 regime x 3 seeds = 12 rows."""
 
 pytestmark = pytest.mark.slow
-
-
-# -- ${{ }} expressions ----------------------------------------------------------------------
-
-_TOKEN = re.compile(r"\s*('(?:[^']|'')*'|\|\||&&|==|!=|[A-Za-z_][\w.\-]*)")
-
-
-def evaluate(expr: str, ctx: dict[str, Any]) -> Any:
-    """The subset of the expression language the workflow uses: paths, 'strings', ==, !=, &&, ||."""
-    tokens = _TOKEN.findall(expr)
-    if "".join(tokens).replace(" ", "") != expr.replace(" ", ""):
-        raise AssertionError(f"the stand-in cannot evaluate `{expr}`")
-
-    def operand(tok: str) -> Any:
-        if tok.startswith("'"):
-            return tok[1:-1].replace("''", "'")
-        node: Any = ctx
-        for part in tok.split("."):
-            node = node.get(part, "") if isinstance(node, dict) else ""
-        return node
-
-    def comparison(toks: list[str]) -> Any:
-        value = operand(toks[0])
-        for i in range(1, len(toks), 2):
-            other = operand(toks[i + 1])
-            value = (str(value) == str(other)) if toks[i] == "==" else (str(value) != str(other))
-        return value
-
-    def conj(toks: list[str]) -> Any:
-        parts = _split(toks, "&&")
-        value: Any = True
-        for p in parts:
-            value = comparison(p)
-            if not value:
-                return value
-        return value
-
-    for p in _split(tokens, "||"):
-        value = conj(p)
-        if value:
-            return value
-    return value
-
-
-def _split(toks: list[str], op: str) -> list[list[str]]:
-    out: list[list[str]] = [[]]
-    for t in toks:
-        if t == op:
-            out.append([])
-        else:
-            out[-1].append(t)
-    return out
-
-
-def interpolate(text: str, ctx: dict[str, Any]) -> str:
-    return re.sub(r"\$\{\{(.*?)\}\}", lambda m: str(evaluate(m.group(1).strip(), ctx)), text)
-
-
-def parse_outputs(path: Path) -> dict[str, str]:
-    out: dict[str, str] = {}
-    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if "<<" in line:
-            name, delim = line.split("<<", 1)
-            j = lines.index(delim, i + 1)
-            out[name] = "\n".join(lines[i + 1 : j])
-            i = j + 1
-        else:
-            name, _, value = line.partition("=")
-            out[name] = value
-            i += 1
-    return out
 
 
 # -- the runner stand-in -------------------------------------------------------------------
@@ -166,8 +95,7 @@ class Runner:
         pgids: list[int] = []
         try:
             for step in job["steps"]:
-                cond = step.get("if")
-                if cond is not None and not evaluate(cond.replace("${{", "").replace("}}", "").strip(), ctx):
+                if not _condition(step.get("if"), ctx):
                     continue
                 step_env = dict(env)
                 for k, v in step.get("env", {}).items():
@@ -191,7 +119,7 @@ class Runner:
                 assert proc.returncode == 0, f"step `{step.get('name')}` of {job_id} failed:\n{out}"
                 paths += [p for p in files["path"].read_text().splitlines() if p]
                 if "id" in step:
-                    ctx["steps"][step["id"]] = {"outputs": parse_outputs(files["output"])}
+                    ctx["steps"][step["id"]] = {"outputs": parse_output_file(files["output"].read_text())}
         finally:
             for pgid in pgids:  # a runner kills what a job left running
                 with contextlib.suppress(ProcessLookupError):
@@ -433,3 +361,12 @@ def test_the_nightly_workflow_regenerates_in_place_and_opens_a_checked_pr(world)
     diff = (work / "diff.md").read_text().strip()
     assert body.startswith(f"{verdict}\n\n## Change against the committed recordings\n\n{diff}\n")
     assert f"at revision `{REVISION}`" in body and "served by vllm 0.8.5+standin" in body
+
+
+def test_the_stand_in_keeps_the_case_of_an_or_value_and_compares_without_it():
+    from runner_standin import evaluate
+
+    assert evaluate("vars.MODEL || 'Qwen/Qwen2.5-7B-Instruct'", {"vars": {}}) == "Qwen/Qwen2.5-7B-Instruct"
+    assert evaluate("vars.MODEL || 'x'", {"vars": {"MODEL": "Org/Model"}}) == "Org/Model"
+    assert evaluate("env.ENGINE == 'VLLM'", {"env": {"ENGINE": "vllm"}}) is True
+    assert evaluate("vars.APP != ''", {"vars": {}}) is False

@@ -121,9 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("name", choices=["results", "manifest"])
 
     from fairness.cli._audit import register
+    from fairness.cli._init import register as register_init
     from fairness.cli._regenerate import register as register_regenerate
 
     register(sub, _add_suite)
+    register_init(sub)
     register_regenerate(sub, add_generate_options)
     return parser
 
