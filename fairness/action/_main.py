@@ -146,7 +146,8 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         model=model,
         provider=provider,
         threshold=_number("threshold", threshold, float) if threshold else None,
-        fail_on=cast("FailOn | None", _choice("fail-on", _raw(env, "fail-on"), ("", "fail", "illustrative")) or None),
+        # Default policy: fail on `fail`; an inconclusive result is a ::warning and the step passes.
+        fail_on=cast("FailOn", _choice("fail-on", _raw(env, "fail-on"), ("", "fail", "inconclusive")) or "fail"),
         min_group_size=_number("min-group-size", mgs, int) if mgs else None,
         allow_incomplete=_bool("allow-incomplete", _raw(env, "allow-incomplete")),
         bootstrap=_number("bootstrap", _raw(env, "bootstrap") or str(DEFAULT_B), int),
@@ -198,16 +199,19 @@ def worst_slices(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def annotate(results: dict[str, Any], out: TextIO) -> None:
-    """`::error` per failed rule check, `::warning` per caveat, 10 of each at most."""
+    """`::error` per failed rule check, `::warning` per inconclusive check and per caveat, 10 of each at most."""
     failed = [c for c in results.get("rules") or [] if c.get("state") == "fail"]
     for c in failed[:MAX_ANNOTATIONS]:
         where = f"; worst slice {c['worst_slice']}" if c.get("worst_slice") else ""
         _gha.command("error", f"{c.get('reason')}{where}", out, title=f"Fairness rule {c.get('rule')} failed [{c.get('scope')}]")
+    unsettled = [c for c in results.get("rules") or [] if c.get("state") == "inconclusive"]
+    for c in unsettled[:MAX_ANNOTATIONS]:
+        _gha.command("warning", str(c.get("reason")), out, title=f"Fairness rule {c.get('rule')} inconclusive [{c.get('scope')}]")
     caveats = results.get("caveats") or []
     for cv in caveats[:MAX_ANNOTATIONS]:
         scope = " ".join(x for x in (cv.get("metric"), cv.get("scope")) if x)
         _gha.command("warning", cv.get("message", ""), out, title=f"Fairness caveat: {cv.get('code')}{' ' + scope if scope else ''}")
-    hidden = max(0, len(failed) - MAX_ANNOTATIONS) + max(0, len(caveats) - MAX_ANNOTATIONS)
+    hidden = sum(max(0, len(x) - MAX_ANNOTATIONS) for x in (failed, unsettled, caveats))
     if hidden:
         _gha.log(f"{hidden} more failed rule checks or caveats are listed in results.json", out)
 

@@ -153,7 +153,7 @@ def lead_md(comparison: Comparison) -> str:
     if d is None or d.state == "pass":
         return ""
     bad = [c for c in d.checks if c.state != "pass"]
-    what = {"fail": "a confident regression", "illustrative": "a possible regression (the interval straddles the threshold)",
+    what = {"fail": "a confident regression", "inconclusive": "a possible regression (the interval straddles the threshold)",
             "undefined": "the regression rules could not be evaluated"}[d.state]
     lines = [f"## {ICONS[d.state]} Base vs head: {what} against {comparison.base}", ""]
     lines += [f"- **{c.rule}** [{c.scope}]: {check_text(c)}" for c in bad[:20]]
