@@ -86,10 +86,22 @@ class ModelInfo(Strict):
     """The weights file name, when local weights were used."""
     weights_sha256: str | None = None
     """sha256 of the weights file, when local weights were used."""
+    revision: str | None = None
+    """The hub commit the weights were loaded from (a pin, not a branch name); None for local files."""
+    weights: dict[str, str] | None = None
+    """sha256 of every weights file actually loaded, by file name (None in manifests that predate it)."""
     is_audited_model: bool = True
     """False when these are a stand-in test model's outputs, not the audited model's."""
     note: str = ""
     """Why a stand-in model was used, or what to know about the model."""
+
+
+class ServerInfo(Strict):
+    """The serving engine behind an OpenAI-compatible endpoint, as it reports itself."""
+
+    name: str
+    """e.g. `vllm`"""
+    version: str
 
 
 class BackendInfo(Strict):
@@ -105,6 +117,8 @@ class BackendInfo(Strict):
     """Where the model ran (`cpu`, `cuda:0`, an API host …)."""
     details: dict[str, Any] = Field(default_factory=dict)
     """Engine-specific settings that can change outputs (threads, context size …)."""
+    server: ServerInfo | None = None
+    """The serving engine behind an OpenAI-compatible `--base-url`, where the server reports it."""
 
 
 class Manifest(Strict):
