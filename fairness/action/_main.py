@@ -62,8 +62,8 @@ NO_RECORDINGS = (
 PROVIDERS = ("transformers", "llamacpp", "openai", "anthropic")
 MAX_ANNOTATIONS = 10
 """GitHub shows at most 10 annotations of each level per step."""
-INTERNAL_ERROR = 70
-"""A bug, not a verdict: distinct from the gate's 0-4."""
+ERROR_EXIT = 2
+"""Any error, bad input or a bug alike: outputs say `gate-status: error`, and the step fails with 2."""
 _TRUE = {"true", "True", "TRUE"}
 _FALSE = {"false", "False", "FALSE", ""}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -248,10 +248,25 @@ def _emit_outputs(env: Mapping[str, str], outputs: dict[str, str], out: TextIO) 
             _gha.log(f"{name} = {value}", out)
 
 
-def _bad_input(message: str, code: int, env: Mapping[str, str], out: TextIO) -> int:
-    _gha.command("error", message, out, title="llm-fairness-check: bad input")
-    _emit_outputs(env, {"gate-status": "error", "passed": "false", "exit-code": str(code)}, out)
-    return code
+def _error(message: str, env: Mapping[str, str], out: TextIO, *, title: str = "llm-fairness-check: bad input") -> int:
+    """Any failure: one `::error`, the outputs action.yml promises, a one-line step summary, exit 2.
+
+    Each step is guarded on its own, so a broken GITHUB_OUTPUT or summary file still leaves
+    the error in the log and the exit code."""
+    line = " ".join(message.split())
+    _gha.command("error", line, out, title=title)
+    outputs = {"gate-status": "error", "passed": "false", "exit-code": str(ERROR_EXIT)}
+    try:
+        _emit_outputs(env, outputs, out)
+    except (OSError, ValueError) as exc:
+        _gha.log(f"could not write the step outputs: {exc}", out)
+    summary = env.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        try:
+            _gha.append_summary(summary, f"**llm-fairness-check: error** — {line}")
+        except OSError as exc:
+            _gha.log(f"could not write the step summary: {exc}", out)
+    return ERROR_EXIT
 
 
 # -- main -----------------------------------------------------------------------------
@@ -275,7 +290,19 @@ def _log_inputs(inputs: Inputs, out: TextIO) -> None:
             _gha.log(f"{name.replace('_', '-')} = {json.dumps(shown)}", out)
 
 
+def check_paths(inputs: Inputs) -> None:
+    """Every path the run will use, and the baseline's schema, checked before any work."""
+    from fairness._util.files import check_output_dir
+
+    check_output_dir(inputs.out_dir, "input `out-dir`")
+    if inputs.baseline:
+        from fairness.audit._diff import read_results
+
+        read_results(inputs.baseline)
+
+
 def _engine(inputs: Inputs, env: Mapping[str, str], out: TextIO) -> _Run:
+    check_paths(inputs)
     dest = Path(inputs.out_dir)
     recordings = Path(inputs.recordings)  # in the workspace: the Action's own recordings are no fallback
     if inputs.mode == "live":
@@ -362,9 +389,9 @@ def main(env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int
         _report(run, env, out)
         return run.code
     except FairnessError as exc:
-        return _bad_input(str(exc), exc.exit_code, env, out)
-    except Exception:  # noqa: BLE001 - a bug: keep the traceback, but inert
-        with _gha.stop_commands(out):
+        return _error(str(exc), env, out)
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - a bug: traceback folded and inert
+        with _gha.group("Internal error (traceback)", out), _gha.stop_commands(out):
             print(traceback.format_exc(), file=out)
-        _gha.command("error", "internal error in llm-fairness-check (a bug); the traceback is in the log", out)
-        return INTERNAL_ERROR
+        return _error(f"internal error in llm-fairness-check ({type(exc).__name__}); the traceback is in the log",
+                      env, out, title="llm-fairness-check: internal error")

@@ -77,6 +77,10 @@ from fairness.suite._suite import Suite
 
 __all__ = ["AuditOptions", "FairnessRun", "audit"]
 
+MAX_EMPTY_SHARE = 0.05
+"""Above this share of empty outputs in any slice the gate is `undefined` (caveat `empty-outputs`):
+a model (or a recording) that says nothing cannot pass a fairness gate by saying nothing."""
+
 CEILING = 0.95
 
 
@@ -187,9 +191,20 @@ def audit(
         reasons.append(f"the recording set is incomplete ({len(recordings)}/{manifest.expected_rows} rows): the missing rows could change a pass")
     if not rules:
         reasons = ["the suite defines no decision rules"]
+    empty = empty_shares(cases, recordings, slice_order)
+    over = [s for s in empty if empty[s] > MAX_EMPTY_SHARE]
+    if over:
+        state = "undefined"
+        reasons.insert(0, f"more than {MAX_EMPTY_SHARE:.0%} of the outputs are empty in slice{'s' if len(over) > 1 else ''} "
+                          f"{', '.join(over)}: the gate cannot decide on empty answers")
     gate = Gate(state=state, exit_code=exit_code(state, options.fail_on), fail_on=options.fail_on, gate_on=options.gate_on, reasons=reasons)
 
     caveats += _run_caveats(suite, manifest, mode, metric_results, rules)
+    if any(empty.values()):
+        shares = ", ".join(f"{s} {v:.1%}" for s, v in empty.items())
+        verdict = (f"{len(over)} slice{'s' if len(over) != 1 else ''} over {MAX_EMPTY_SHARE:.0%}, so the gate is undefined"
+                   if over else f"every slice is within {MAX_EMPTY_SHARE:.0%}")
+        caveats.append(Caveat(code="empty-outputs", message=f"empty outputs per slice: {shares}; {verdict}"))
     families = _family_table(suite, metric_results, checks)
     stability = [_stability(rule, design, Y, specs, min_n, options) for rule in rules if rule.scope == "each_family"]
     variance = {
@@ -251,6 +266,18 @@ def audit(
         metrics=list(metric_results.values()),
     )
     return run, scores
+
+
+def empty_shares(cases: list[Case], recordings: list[Recording], slice_order: list[str]) -> dict[str, float]:
+    """Per slice, in slice order, the share of outputs that are empty or whitespace (estimand: the
+    proportion of the slice's recorded rows whose output has no visible character)."""
+    n: dict[str, int] = dict.fromkeys(slice_order, 0)
+    k: dict[str, int] = dict.fromkeys(slice_order, 0)
+    for case, rec in zip(cases, recordings, strict=True):
+        n[case.slice_id] = n.get(case.slice_id, 0) + 1
+        if not (rec.output or "").strip():
+            k[case.slice_id] = k.get(case.slice_id, 0) + 1
+    return {s: k[s] / n[s] for s in n if n[s]}
 
 
 def _add_permutation_tests(design: Design, Y: np.ndarray, specs: list[MetricSpec], results: dict[str, MetricResult], options: AuditOptions) -> None:
