@@ -347,6 +347,73 @@ def _lib_parse_anthropic_empty(_w: W) -> object:
     return parse_message(res)
 
 
+# -- commands added after the battery: base vs head from git, regeneration, PR body, comments, init --
+
+
+def _git(root: Path, *args: str) -> None:
+    import subprocess
+
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, env=env)
+
+
+def _commit_all(w: W) -> None:
+    """The workspace as a git repository with one commit (out/ included: it is only earlier files)."""
+    _git(w.root, "init", "-q")
+    _git(w.root, "add", "-A")
+    _git(w.root, "commit", "-qm", "base")
+
+
+def _corrupt_base_records(w: W) -> None:
+    """Tag `bad`: records edited but the manifest's sha256 not resealed; the head is then fixed.
+    The manifests of base and head are identical, so only the blobs tell them apart."""
+    _commit_all(w)
+    good = (w.rec / RECORDS).read_bytes()
+    (w.rec / RECORDS).write_bytes(good.replace(CLEAN.encode(), CLEAN.upper().encode(), 1))
+    _git(w.root, "commit", "-qam", "corrupt")
+    _git(w.root, "tag", "bad")
+    (w.rec / RECORDS).write_bytes(good)
+    _git(w.root, "commit", "-qam", "fix")
+
+
+def _pr_body(w: W, *extra: str) -> list[str]:
+    return ["pr-body", "--run", str(w.root / "baseline"), *extra]
+
+
+def _open_pr(w: W, *extra: str, branch: str = "fairness/regen") -> list[str]:
+    return ["open-pr", "--path", str(w.rec), "--branch", branch, "--title", "Regenerate", "--body-file",
+            str(w.root / "body.md"), *extra]
+
+
+def _artifact(payload: bytes | dict) -> Callable[[W], None]:
+    def setup(w: W) -> None:
+        (w.root / "art").mkdir()
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        (w.root / "art" / "pr-comment.json").write_bytes(data)
+
+    return setup
+
+
+def _comment(w: W, *extra: str) -> list[str]:
+    return ["comment", "--from-artifact", str(w.root / "art"), *extra]
+
+
+_GH = {"GITHUB_TOKEN": "test-token-123", "GITHUB_REPOSITORY": "o/r", "GITHUB_API_URL": "http://127.0.0.1:9"}
+"""A token and an API nobody answers: every refusal below must come before any request."""
+_PAYLOAD = {"pr": 7, "head_sha": "", "tag": "t", "body": "b"}
+
+
+def _regenerate(w: W, *extra: str, out: Path | None = None, work: Path | None = None) -> list[str]:
+    return ["regenerate", "--suite", str(w.suite), "--engine", "llamacpp", "--model", str(w.root / "m.gguf"),
+            "--out", str(out or w.rec), "--work", str(work or w.root / "work"), "--live", *extra]
+
+
+def _init(w: W, *extra: str) -> list[str]:
+    return ["init", "--dir", str(w.root), "--provider", "openai", "--model", "gpt-4o-mini",
+            "--action-ref", "o/r@" + "a" * 40, *extra]
+
+
 def _raise_bug(*_args: object) -> list[str]:
     raise RuntimeError("boom")
 
@@ -531,6 +598,77 @@ CASES: list[Case] = [
          _manifest_edit(lambda m: m.update(complet=m.pop("complete")))),
     Case("action-typo-familes", 11, "action", _action_env, ("did you mean `families`?",),
          lambda w: w.edit_suite("families:", "familes:")),
+    # 12. commands and inputs added after the battery (base vs head from git, regeneration, PR body, comments, init)
+    Case("baseline-ref-not-a-commit", 8, "cli", lambda w: run_args(w, "--baseline-ref", "nosuchref"),
+         ("`nosuchref` is not a commit",), _commit_all),
+    Case("baseline-ref-not-a-repo", 8, "cli", lambda w: run_args(w, "--baseline-ref", "HEAD"),
+         ("not inside a git repository",)),
+    Case("baseline-ref-empty", 8, "cli", lambda w: run_args(w, "--baseline-ref", ""), ("baseline ref ''",), _commit_all),
+    Case("baseline-ref-option-injection", 8, "cli", lambda w: run_args(w, "--baseline-ref=--output=x"),
+         ("baseline ref '--output=x' is not a git revision",), _commit_all),
+    Case("baseline-ref-workspace-missing", 8, "cli",
+         lambda w: run_args(w, "--baseline-ref", "HEAD", "--workspace", str(w.root / "nope")), ("workspace", "nope"),
+         _commit_all),
+    Case("workspace-without-baseline-ref", 8, "cli", lambda w: run_args(w, "--workspace", str(w.root)),
+         ("--workspace", "--baseline-ref"), _commit_all),
+    Case("baseline-ref-corrupt-base-records", 7, "cli", lambda w: run_args(w, "--baseline-ref", "bad"),
+         ("auditing the base revision ref `bad`", "does not match the sha256"), _corrupt_base_records),
+    Case("action-baseline-ref-not-a-commit", 8, "action",
+         lambda w: _action_env(w, FAIRNESS_BASELINE_REF="nosuchref", GITHUB_WORKSPACE=str(w.root)),
+         ("`nosuchref` is not a commit",), _commit_all),
+    Case("action-baseline-ref-workspace-missing", 8, "action",
+         lambda w: _action_env(w, FAIRNESS_BASELINE_REF="HEAD", GITHUB_WORKSPACE=str(w.root / "nope")),
+         ("workspace", "nope"), _commit_all),
+    Case("action-comment-author-not-a-login", 11, "action", lambda w: _action_env(w, FAIRNESS_COMMENT_AUTHOR="$(id)"),
+         ("input `comment-author`", "not a GitHub login")),
+    Case("action-comment-tag-names-the-input", 11, "action",
+         lambda w: _action_env(w, FAIRNESS_COMMENT_TAG="::error::x"), ("input `comment-tag`",)),
+    Case("action-min-group-size-huge", 4, "action",
+         lambda w: _action_env(w, FAIRNESS_MIN_GROUP_SIZE="99999999999999999999999"), ("`min_group_size`",)),
+    Case("pr-body-diff-not-utf8", 3, "cli", lambda w: _pr_body(w, "--diff", str(w.root / "d.md")),
+         ("--diff", "d.md", "not UTF-8", "byte offset 3"), _write("d.md", b"ok \xff")),
+    Case("pr-body-run-deep-nesting", 1, "cli", lambda w: [*_pr_body(w)[:2], str(w.root / "r.json")],
+         ("r.json", "not valid JSON"), _write("r.json", "[" * 200000 + "]" * 200000)),
+    Case("pr-body-run-schema-3", 8, "cli", _pr_body,
+         ("schema 3.0",), _baseline(lambda r: r.update(schema_version="3.0"))),
+    Case("pr-body-out-in-recordings", 8, "cli",
+         lambda w: _pr_body(w, "--recordings", str(w.rec), "--out", str(w.rec / MANIFEST)),
+         ("--out", "inside the recordings directory")),
+    Case("open-pr-body-not-utf8", 3, "cli", _open_pr, ("--body-file", "not UTF-8"), _write("body.md", b"\xfe"),
+         env={"FAIRNESS_PR_TOKEN": "test-token-123"}),
+    Case("open-pr-body-over-limit", 8, "cli", _open_pr, ("--body-file", "65,536"), _write("body.md", "x" * 70000),
+         env={"FAIRNESS_PR_TOKEN": "test-token-123"}),
+    Case("open-pr-branch-is-the-base", 8, "cli", lambda w: _open_pr(w, "--base", "main", branch="main"),
+         ("--branch `main` is the base branch",), _write("body.md", "b"), env={"FAIRNESS_PR_TOKEN": "test-token-123"}),
+    Case("open-pr-branch-not-a-name", 8, "cli", lambda w: _open_pr(w, branch="a..b"),
+         ("--branch 'a..b'",), _write("body.md", "b"), env={"FAIRNESS_PR_TOKEN": "test-token-123"}),
+    Case("open-pr-remote-option-injection", 8, "cli", lambda w: _open_pr(w, "--remote=--upload-pack=touch x"),
+         ("--remote",), _write("body.md", "b"), env={"FAIRNESS_PR_TOKEN": "test-token-123"}),
+    Case("open-pr-path-missing", 8, "cli", lambda w: [*_open_pr(w)[:2], str(w.root / "nope"), *_open_pr(w)[3:]],
+         ("--path", "nope", "does not exist"), _write("body.md", "b"), env={"FAIRNESS_PR_TOKEN": "test-token-123"}),
+    Case("comment-artifact-deep-nesting", 1, "cli", lambda w: _comment(w, "--pr", "7"),
+         ("pr-comment.json", "not valid JSON"), _artifact(b"[" * 200000 + b"]" * 200000), env=_GH),
+    Case("comment-artifact-not-utf8", 3, "cli", lambda w: _comment(w, "--pr", "7"),
+         ("pr-comment.json", "not UTF-8"), _artifact(b"{\xff}"), env=_GH),
+    Case("comment-artifact-pr-negative", 4, "cli", lambda w: _comment(w, "--head-sha", "a" * 40),
+         ("the artifact's `pr`", "-5"), _artifact({**_PAYLOAD, "pr": -5}), env=_GH),
+    Case("comment-pr-flag-negative", 4, "cli", lambda w: _comment(w, "--pr", "-7"), ("--pr",), _artifact(_PAYLOAD), env=_GH),
+    Case("comment-head-sha-not-a-sha", 8, "cli", lambda w: _comment(w, "--head-sha", "$(id)"), ("--head-sha",),
+         _artifact(_PAYLOAD), env=_GH),
+    Case("comment-author-not-a-login", 8, "cli", lambda w: _comment(w, "--pr", "7", "--author", "a b"), ("--author",),
+         _artifact(_PAYLOAD), env=_GH),
+    Case("comment-repository-not-owner-name", 8, "cli", lambda w: _comment(w, "--pr", "7", "--repository", "../x"),
+         ("--repository",), _artifact(_PAYLOAD), env=_GH),
+    Case("comment-artifact-is-a-file", 8, "cli", lambda w: _comment(w, "--pr", "7"), ("--from-artifact", "art"),
+         _write("art", "x"), env=_GH),
+    Case("generate-regenerate-one-shard", 8, "cli",
+         lambda w: ["generate", "--suite", str(w.suite), "--model", str(w.root / "m.gguf"), "--out", str(w.rec),
+                    "--live", "--regenerate", "--shard", "1/2"], ("--shard with --regenerate",)),
+    Case("regenerate-work-inside-recordings", 8, "cli", lambda w: _regenerate(w, work=w.rec / "work"),
+         ("--work", "inside the recordings directory")),
+    Case("regenerate-out-is-a-file", 8, "cli", lambda w: _regenerate(w, out=w.suite), ("--out", "suite.yaml", "not a directory")),
+    Case("init-schedule-out-of-range", 11, "cli", lambda w: _init(w, "--schedule", "99 4 * * 1"),
+         ("--schedule", "0-59")),
 ]
 
 

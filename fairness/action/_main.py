@@ -8,6 +8,7 @@ is escaped, so no input or model output can issue a workflow command.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -22,12 +23,13 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 from fairness._util.errors import FairnessError
 from fairness.action import _commands as _gha
 from fairness.action._artifact import artifact_name
-from fairness.action._pr_comment import default_tag, write_payload
+from fairness.action._pr_comment import check_login, check_tag, default_tag, write_payload
 from fairness.audit._gate import FailOn, State
 from fairness.audit._options import DEFAULT_PERMUTATIONS, AuditOptions
 from fairness.audit._stats import DEFAULT_B
 
 if TYPE_CHECKING:
+    from fairness.pipeline._baseline import Comparison
     from fairness.pipeline._options import RunOptions
 
 ENV = {
@@ -126,6 +128,17 @@ def _bool(name: str, raw: str) -> bool:
     raise FairnessError(f"input `{name}` must be true or false, got {raw!r}")
 
 
+def _comment_tag(env: Mapping[str, str]) -> str:
+    """The given tag (checked, naming the input), else the job id, else `default`."""
+    given = _raw(env, "comment-tag")
+    if given:
+        try:
+            check_tag(given)
+        except FairnessError as exc:
+            raise FairnessError(f"input `comment-tag`: {exc}") from None
+    return default_tag(env, given)
+
+
 def read_inputs(env: Mapping[str, str]) -> Inputs:
     """Parse and validate every input; a FairnessError names the first bad one."""
     mode = _choice("mode", _raw(env, "mode", "replay") or "replay", ("replay", "live"))
@@ -165,8 +178,8 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         comment_on_pr=_bool("comment-on-pr", _raw(env, "comment-on-pr")),
         python_version=_raw(env, "python-version"),
         github_token=env.get(ENV["github-token"], "").strip(),
-        comment_tag=default_tag(env, _raw(env, "comment-tag")),
-        comment_author=_raw(env, "comment-author"),
+        comment_tag=_comment_tag(env),
+        comment_author=check_login(_raw(env, "comment-author"), "input `comment-author`"),
         upload_artifact=_bool("upload-artifact", _raw(env, "upload-artifact", "true")),
     )
     audit_options(inputs)  # the library validates every range before anything runs
@@ -290,11 +303,15 @@ def _log_inputs(inputs: Inputs, out: TextIO) -> None:
             _gha.log(f"{name.replace('_', '-')} = {json.dumps(shown)}", out)
 
 
-def check_paths(inputs: Inputs) -> None:
-    """Every path the run will use, and the baseline's schema, checked before any work."""
-    from fairness._util.files import check_output_dir
+def check_paths(inputs: Inputs, env: Mapping[str, str] | None = None) -> None:
+    """Every path the run will use (the runner's output and summary files too), and the baseline's
+    schema, checked before any work."""
+    from fairness._util.files import check_output_dir, check_output_file
 
     check_output_dir(inputs.out_dir, "input `out-dir`")
+    for name in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"):
+        if (env or {}).get(name):
+            check_output_file(str((env or {})[name]), name)
     if inputs.baseline:
         from fairness.audit._diff import read_results
 
@@ -302,7 +319,7 @@ def check_paths(inputs: Inputs) -> None:
 
 
 def _engine(inputs: Inputs, env: Mapping[str, str], out: TextIO) -> _Run:
-    check_paths(inputs)
+    check_paths(inputs, env)
     dest = Path(inputs.out_dir)
     recordings = Path(inputs.recordings)  # in the workspace: the Action's own recordings are no fallback
     if inputs.mode == "live":
@@ -311,30 +328,40 @@ def _engine(inputs: Inputs, env: Mapping[str, str], out: TextIO) -> _Run:
             generate_recordings(inputs, recordings)
     from fairness.pipeline._run import print_outcome, run_audit
 
-    with _gha.group("Audit", out), _gha.stop_commands(out):
-        result = run_audit(run_options(inputs, recordings, dest))
-        print_outcome(result, out=out, err=out)
-    results = result.run.model_dump(mode="json")
-    run = _Run(inputs, dest, result.run.gate.exit_code, results, state=result.run.gate.state)
-    if inputs.baseline or inputs.baseline_ref:
-        _compare(run, run_options(inputs, recordings, dest), env, out)
+    options = run_options(inputs, recordings, dest)
+    with contextlib.ExitStack() as stack:
+        base = None
+        if inputs.baseline_ref:  # the base revision first: a bad ref or base set changes nothing in out-dir
+            from fairness.pipeline._baseline import base_at_ref
+
+            title = f"Audit the base revision `{inputs.baseline_ref}`"
+            with _gha.group(title, out), _gha.stop_commands(out):
+                base = stack.enter_context(base_at_ref(inputs.baseline_ref, options,
+                                                       workspace=env.get("GITHUB_WORKSPACE") or None))
+        with _gha.group("Audit", out), _gha.stop_commands(out):
+            result = run_audit(options)
+            print_outcome(result, out=out, err=out)
+        results = result.run.model_dump(mode="json")
+        run = _Run(inputs, dest, result.run.gate.exit_code, results, state=result.run.gate.state)
+        if base is not None:
+            _compare(run, out, base.finish(options))
+        elif inputs.baseline:
+            from fairness.pipeline import _baseline
+
+            with _gha.group("Diff against the baseline run", out), _gha.stop_commands(out):
+                comparison = _baseline.compare_with_run(str(inputs.baseline), options)
+            _compare(run, out, comparison)
     return run
 
 
-def _compare(run: _Run, options: RunOptions, env: Mapping[str, str], out: TextIO) -> None:
+def _compare(run: _Run, out: TextIO, comparison: Comparison) -> None:
     """Base vs head, from a base run (`baseline`) or a git revision (`baseline-ref`).
 
     A regression fails the step even when the head passes; summary.md then leads with it."""
     from fairness.pipeline import _baseline
 
     inputs = run.inputs
-    title = f"Compare with the base revision `{inputs.baseline_ref}`" if inputs.baseline_ref else "Diff against the baseline run"
-    with _gha.group(title, out), _gha.stop_commands(out):
-        if inputs.baseline_ref:
-            comparison = _baseline.compare_with_ref(inputs.baseline_ref, options,
-                                                    workspace=env.get("GITHUB_WORKSPACE") or None)
-        else:
-            comparison = _baseline.compare_with_run(str(inputs.baseline), options)
+    with _gha.group(f"Base vs head ({comparison.base})", out), _gha.stop_commands(out):
         print(comparison.markdown())
     _baseline.write_summary(run.out, comparison)
     if comparison.diff is None:
@@ -390,6 +417,9 @@ def main(env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int
         return run.code
     except FairnessError as exc:
         return _error(str(exc), env, out)
+    except OSError as exc:  # the environment (a path, a device, the runner's files), not a bug
+        where = f" `{exc.filename}`" if exc.filename else ""
+        return _error(f"{exc.strerror or exc}{where}", env, out, title="llm-fairness-check: error")
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - a bug: traceback folded and inert
         with _gha.group("Internal error (traceback)", out), _gha.stop_commands(out):
             print(traceback.format_exc(), file=out)

@@ -51,6 +51,29 @@ def _git(repo: Path, *args: str, token: str | None = None) -> str:
     return proc.stdout.strip()
 
 
+def check_request(repo: Path, path: str, *, branch: str, title: str, base: str, remote: str) -> None:
+    """Every argument of `open-pr` checked before git runs: each reaches git's command line, and
+    the branch is force-pushed, so it must be a branch name and never the base it merges into."""
+    for flag, value in (("--branch", branch), ("--base", base), ("--remote", remote)):
+        if not value or value.startswith("-") or any(ch.isspace() or ord(ch) < 32 for ch in value):
+            raise FairnessError(f"{flag} {value!r} must be a name without spaces that does not start with `-`")
+    if not title.strip() or any(ord(ch) < 32 for ch in title):
+        raise FairnessError(f"--title {title!r} must be one non-empty line")
+    proc = subprocess.run(["git", "check-ref-format", "--branch", branch], capture_output=True, text=True, check=False)
+    if proc.returncode != 0 or branch.startswith("refs/"):
+        raise FairnessError(f"--branch {branch!r} is not a valid branch name")
+    if branch == base:
+        raise FairnessError(f"--branch `{branch}` is the base branch: it would be force-pushed over; name a branch of its own")
+    target = Path(path)
+    if not (repo / target).exists():
+        raise FairnessError(f"--path `{path}` does not exist")
+    root = _git(repo, "rev-parse", "--show-toplevel")
+    try:
+        (repo / target).resolve().relative_to(Path(root).resolve())
+    except ValueError:
+        raise FairnessError(f"--path `{path}` is outside the git repository `{root}`") from None
+
+
 def commit_branch(repo: Path, path: str, branch: str, message: str, env: Mapping[str, str]) -> str | None:
     """One commit of `path` on `branch` (reset to HEAD); None when `path` has no change."""
     if not _git(repo, "status", "--porcelain", "--untracked-files=all", "--", path):

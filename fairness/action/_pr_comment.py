@@ -98,6 +98,38 @@ def check_tag(tag: str) -> str:
     return tag
 
 
+_LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?$")
+_REPOSITORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$")
+_SHA = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+MAX_NUMBER = 2**31 - 1
+"""GitHub issue and pull-request numbers are 32-bit."""
+
+
+def check_login(login: str, what: str = "comment author") -> str:
+    """A GitHub login (an App's is `<slug>[bot]`); empty means the token's own."""
+    if login and not _LOGIN.match(login):
+        raise FairnessError(f"{what} {login!r} is not a GitHub login (1-39 letters, digits or `-`, an App's ending in `[bot]`)")
+    return login
+
+
+def check_repository(repository: str, what: str = "repository") -> str:
+    if not _REPOSITORY.match(repository):
+        raise FairnessError(f"{what} {repository!r} is not OWNER/NAME")
+    return repository
+
+
+def check_pr_number(number: object, what: str = "pull request number") -> int:
+    if not isinstance(number, int) or isinstance(number, bool) or not 1 <= number <= MAX_NUMBER:
+        raise FairnessError(f"{what} {number!r} is not a pull request number (1 to {MAX_NUMBER:,})")
+    return number
+
+
+def check_sha(sha: str, what: str = "head sha") -> str:
+    if sha and not _SHA.match(sha):
+        raise FairnessError(f"{what} {sha!r} is not a full commit sha (40 or 64 lowercase hex digits)")
+    return sha
+
+
 def default_tag(env: Mapping[str, str], tag: str = "") -> str:
     """The given tag, else the job id (GITHUB_JOB), else `default`."""
     return check_tag(tag.strip() or env.get("GITHUB_JOB", "").strip() or "default")
@@ -227,15 +259,13 @@ def write_payload(out_dir: Path, markdown: str, env: Mapping[str, str], tag: str
 
 def read_payload(directory: Path) -> dict[str, Any]:
     """The `pr-comment.json` of a downloaded artifact, checked field by field (its content is untrusted)."""
+    from fairness._util.io import load_json
+
+    if directory.exists() and not directory.is_dir():
+        raise FairnessError(f"--from-artifact `{directory}` is a file; pass the downloaded artifact's directory")
     path = directory / PAYLOAD
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FairnessError(
-            f"{path} not found: was the check triggered by a pull request, and is this its downloaded artifact?"
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise FairnessError(f"cannot read {path}: {exc}") from None
+    data = load_json(path, what="artifact payload", missing=(
+        f"{path} not found: was the check triggered by a pull request, and is this its downloaded artifact?"))
     if not isinstance(data, dict):
         raise FairnessError(f"{path}: expected a JSON object")
     for key, kind in (("pr", int), ("head_sha", str), ("tag", str), ("body", str)):
@@ -253,7 +283,18 @@ def post_from_artifact(directory: Path, env: Mapping[str, str], token: str | Non
     `workflow_run` event's; its `pull_requests` list is empty for forks). Raises FairnessError
     when neither holds, CommentSkipped when the token cannot comment.
     """
+    if pr is not None:
+        check_pr_number(pr, "--pr")
+    check_sha(head_sha, "--head-sha")
+    check_login(author, "--author")
+    if tag:
+        check_tag(tag)
     data = read_payload(directory)
+    check_pr_number(data["pr"], "the artifact's `pr`")
+    if data["tag"] and not tag:
+        check_tag(data["tag"])
+    if env.get("GITHUB_REPOSITORY"):
+        check_repository(env["GITHUB_REPOSITORY"])
     if pr is not None and data["pr"] != pr:
         raise FairnessError(f"the artifact is for pull request #{data['pr']}, not #{pr}")
     if pr is None and not head_sha:

@@ -57,12 +57,8 @@ def _results_path(path: Path) -> Path:
 _REQUIRED = {"suite": ("name", "hash"), "recordings": ("model_id",), "gate": ("state",)}
 
 
-def read_results(path: str | Path) -> tuple[Path, dict[str, Any]]:
-    """A run's results.json, checked to be one this version can compare: same schema major
-    version and every field the diff reads. Cheap: callers use it to vet a baseline up front."""
-    rp = _results_path(Path(path))
-    results = load_json(rp, missing=f"no results at `{rp}` (pass a `run` output directory or its results.json)",
-                        what="results")
+def check_schema(rp: Path, results: Any) -> None:
+    """`results` (read from `rp`) is a results.json of this version's schema major."""
     if not isinstance(results, dict) or "schema_version" not in results or not isinstance(results.get("slices"), list):
         raise FairnessError(f"`{rp}` is not a results.json written by `llm-fairness-check run`")
     from fairness.audit._results import SCHEMA_VERSION
@@ -70,6 +66,15 @@ def read_results(path: str | Path) -> tuple[Path, dict[str, Any]]:
     theirs, ours = str(results["schema_version"]), SCHEMA_VERSION
     if theirs.split(".")[0] != ours.split(".")[0]:
         raise FairnessError(f"`{rp}` has results schema {theirs}; this version reads schema {ours.split('.')[0]}.x only")
+
+
+def read_results(path: str | Path) -> tuple[Path, dict[str, Any]]:
+    """A run's results.json, checked to be one this version can compare: same schema major
+    version and every field the diff reads. Cheap: callers use it to vet a baseline up front."""
+    rp = _results_path(Path(path))
+    results = load_json(rp, missing=f"no results at `{rp}` (pass a `run` output directory or its results.json)",
+                        what="results")
+    check_schema(rp, results)
     for key, fields in _REQUIRED.items():
         part = results.get(key)
         missing = [f for f in fields if not isinstance(part, dict) or f not in part]

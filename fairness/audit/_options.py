@@ -56,6 +56,10 @@ def _choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
     return str(value)
 
 
+MAX_MIN_GROUP_SIZE = 1_000_000_000
+"""The suite's own bound (suite.min_group_size): a larger minimum could never be met by any grid."""
+
+
 class AuditOptions(Frozen):
     """How to audit: resampling sizes, seed, small-sample policy, gate policy and overrides.
 
@@ -92,7 +96,7 @@ class AuditOptions(Frozen):
         "bootstrap": (1, MAX_RESAMPLES),
         "permutations": (0, MAX_RESAMPLES),
         "seed": (0, 2**32 - 1),
-        "min_group_size": (1, None),
+        "min_group_size": (1, MAX_MIN_GROUP_SIZE),
         "interval_depth": (0, None),
     }
     _CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {

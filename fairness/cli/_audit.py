@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from fairness._util.errors import FairnessError
+
 if TYPE_CHECKING:
     from fairness.pipeline._options import RunOptions
 
@@ -69,13 +71,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     from fairness.pipeline._run import print_outcome, run_audit
 
     options = run_options(args)
-    result = run_audit(options)
-    if not args.baseline_ref:
+    if args.baseline_ref is None:
+        if args.workspace is not None:
+            raise FairnessError("--workspace is where --baseline-ref is read from; pass --baseline-ref too")
+        result = run_audit(options)
         print_outcome(result, quiet=args.quiet)
         return result.run.gate.exit_code
-    from fairness.pipeline._baseline import combined_exit_code, compare_with_ref, outcome_line, write_summary
+    from fairness.pipeline._baseline import base_at_ref, combined_exit_code, outcome_line, write_summary
 
-    comparison = compare_with_ref(args.baseline_ref, options, workspace=args.workspace)
+    with base_at_ref(args.baseline_ref, options, workspace=args.workspace) as base:  # the base first: a bad ref changes nothing
+        result = run_audit(options)
+        comparison = base.finish(options)
     write_summary(options.out, comparison)
     print_outcome(result, quiet=args.quiet)
     print(outcome_line(comparison))

@@ -34,7 +34,9 @@ def cmd_comment(args) -> int:
 
     env = dict(os.environ)
     if args.repository:
-        env["GITHUB_REPOSITORY"] = args.repository
+        from fairness.action._pr_comment import check_repository
+
+        env["GITHUB_REPOSITORY"] = check_repository(args.repository, "--repository")
     token = env.get("GITHUB_TOKEN") or env.get("GH_TOKEN")
     if not token:
         raise FairnessError("set GITHUB_TOKEN (a token that may write pull-request comments)")

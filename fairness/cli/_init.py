@@ -85,6 +85,26 @@ def _plain(name: str, value: str) -> str:
     return value
 
 
+_CRON_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 6))
+"""minute, hour, day of month, month, day of week: what GitHub's scheduler accepts."""
+
+
+def _cron(value: str) -> str:
+    """A five-field numeric cron expression whose every number is in its field's range
+    (GitHub rejects the whole workflow file otherwise, silently disabling the schedule)."""
+    fields = value.split()
+    if not _CRON.fullmatch(value) or len(fields) != 5:
+        raise FairnessError(f"`--schedule` {value!r} must be a five-field cron expression")
+    for field, (low, high) in zip(fields, _CRON_RANGES, strict=True):
+        for part in field.split(","):
+            span, _, step = part.partition("/")
+            numbers = [] if span == "*" else span.split("-")
+            if (step and not step.isdigit()) or len(numbers) > 2 or any(not n.isdigit() for n in numbers) \
+                    or any(not low <= int(n) <= high for n in numbers) or (step and int(step) < 1):
+                raise FairnessError(f"`--schedule` {value!r}: field `{field}` must use numbers in {low}-{high}")
+    return value
+
+
 def _slug(model: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", model.rstrip("/").rsplit("/", 1)[-1]).strip("-.") or "model"
 
@@ -171,8 +191,7 @@ def plan(args, package_dir: Path | None = None) -> Plan:
         raise FairnessError("`--with-suite` writes its own suite; drop `--suite`")
     suite = _plain("suite", args.suite or (SUITE_COPY if args.with_suite else DEFAULT_SUITE))
     recordings = _plain("recordings", args.recordings or f"fairness-check/recordings/{_slug(model)}")
-    if not _CRON.fullmatch(args.schedule) or len(args.schedule.split()) != 5:
-        raise FairnessError(f"`--schedule` {args.schedule!r} must be a five-field cron expression")
+    _cron(args.schedule)
     engine = ENGINE[provider]
     gen_args = f'--base-url "{base_url}" ' if base_url else ""
     secret_env = f"          OPENAI_API_KEY: ${{{{ secrets.{secret} }}}}\n" if secret and engine == "openai" else (

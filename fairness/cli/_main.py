@@ -226,7 +226,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
         return 0
     from fairness.pipeline._regenerate import staging_dir, swap_in
 
+    if shard is not None:
+        raise FairnessError("--shard with --regenerate would replace the whole set with one shard of the grid; "
+                            "generate the shards, then `regenerate --merge` them")
     staging = staging_dir(out)
+    if staging.exists() and not staging.is_dir():
+        raise FairnessError(f"staging directory `{staging}` of --out exists and is not a directory; remove it")
     if generate_and_report(args, staging, shard).complete:
         swap_in(staging, out)
         print(f"rewrote `{out}` in place")

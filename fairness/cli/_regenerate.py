@@ -7,6 +7,7 @@ same code runs on a GPU runner and in the test that plays a runner on the CPU.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from fairness._util.errors import FairnessError
@@ -49,7 +50,8 @@ def cmd_regenerate(args) -> int:
     from fairness.generate._loop import require_live_opt_in
     from fairness.pipeline._regenerate import regenerate
 
-    if args.engine == "transformers" and not args.revision and not Path(args.model).exists() and "/" in args.model:
+    hub_id = re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", args.model) is not None  # a path is not a hub id
+    if args.engine == "transformers" and not args.revision and not Path(args.model).exists() and hub_id:
         raise FairnessError(f"regenerating hub model `{args.model}` needs --revision <commit>: an unpinned hub id "
                             "names a moving branch, so two nights could load different weights")
     produce = None
@@ -76,16 +78,18 @@ def cmd_regenerate(args) -> int:
 
 
 def cmd_pr_body(args) -> int:
+    from fairness._util.files import check_output_file, read_text_capped
     from fairness.cli._main import _emit
     from fairness.recordings._store import read_manifest
     from fairness.report._pr_body import load_run, pr_body
 
-    diff = None
-    if args.diff:
-        try:
-            diff = Path(args.diff).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise FairnessError(f"cannot read --diff `{args.diff}`: {exc.strerror or exc}") from None
+    if args.out:
+        check_output_file(args.out, "--out")
+        if args.recordings:
+            from fairness.pipeline._run import check_apart
+
+            check_apart(args.out, Path(args.recordings), "--out")
+    diff = read_text_capped(args.diff, what="--diff") if args.diff else None
     manifest = read_manifest(Path(args.recordings)) if args.recordings else None
     _emit(pr_body(load_run(args.run), diff, manifest), args.out)
     return 0
@@ -102,11 +106,16 @@ def cmd_open_pr(args) -> int:
         if env.get("GITHUB_STEP_SUMMARY"):
             append_summary(env["GITHUB_STEP_SUMMARY"], f"> [!WARNING]\n> {NO_TOKEN}\n")
         return 0
-    try:
-        body = Path(args.body_file).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise FairnessError(f"cannot read --body-file `{args.body_file}`: {exc.strerror or exc}") from None
+    from fairness._util.files import read_text_capped
+    from fairness.action._open_pr import check_request
+    from fairness.report._pr_body import BODY_LIMIT
+
+    body = read_text_capped(args.body_file, what="--body-file")
+    if len(body) > BODY_LIMIT:
+        raise FairnessError(f"--body-file `{args.body_file}` holds {len(body):,} characters; GitHub takes at most "
+                            f"{BODY_LIMIT:,} in a pull-request body")
     base = args.base or env.get("GITHUB_REF_NAME") or "main"
+    check_request(Path.cwd(), args.path, branch=args.branch, title=args.title, base=base, remote=args.remote)
     pr = open_pr(Path.cwd(), args.path, branch=args.branch, title=args.title, body=body, base=base,
                  remote=args.remote, token=token, env=env)
     if pr is None:

@@ -10,8 +10,11 @@ the step even when the head passes on its own, and summary.md then leads with it
 
 from __future__ import annotations
 
+import contextlib
 import re
+import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -87,11 +90,56 @@ def _data_files(m: Manifest) -> list[tuple[str, str]]:
     return sorted((f.path, f.sha256) for f in m.files)
 
 
-def compare_with_ref(ref: str, options: RunOptions, *, workspace: str | Path | None = None) -> Comparison:
-    """Audit the suite and recordings as of `ref` the way `options` audits the head (already run into
-    `options.out`), and diff the two. `workspace`: the git work tree to read (default: the recordings')."""
-    from fairness.pipeline._run import run_audit
+@dataclass
+class BaseAtRef:
+    """The base revision, read and audited before the head run writes anything.
 
+    `comparison` is set when the comparison is skipped (no recordings or suite at the ref,
+    or nothing can differ); otherwise `audited` holds the base's outputs in a temporary directory."""
+
+    label: str
+    comparison: Comparison | None = None
+    audited: Path | None = None
+
+    def finish(self, options: RunOptions) -> Comparison:
+        """After the head run: move the base's outputs into `<out>/base` and diff the two."""
+        if self.comparison is not None:
+            return self.comparison
+        assert self.audited is not None
+        from fairness._util.files import staged_outputs
+
+        with staged_outputs(options.out / BASE_DIR) as staging:
+            for p in sorted(self.audited.iterdir()):
+                if p.is_file():
+                    shutil.copyfile(p, staging / p.name)
+        return Comparison(self.label, _diff(options.out / BASE_DIR, options))
+
+
+def _same_data(root: Path, commit: str, rec_rel: str, base: Manifest, head: Manifest) -> bool:
+    """The base's data files, as actually stored at the commit, hash to the head's (a manifest alone can lie)."""
+    import hashlib
+
+    if _data_files(base) != _data_files(head):
+        return False
+    for path, sha in _data_files(base):
+        blob = _git.read_blob(root, commit, f"{rec_rel}/{path}")
+        if blob is None or hashlib.sha256(blob).hexdigest() != sha:
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def base_at_ref(ref: str, options: RunOptions, *, workspace: str | Path | None = None) -> Iterator[BaseAtRef]:
+    """Resolve `ref`, read the base revision's suite and recordings and audit them the way `options`
+    audits the head, into a temporary directory: every error about the base (not a commit, a shallow
+    clone, corrupt recordings) is raised before the head run writes anything into `options.out`."""
+    from fairness.pipeline._run import check_inputs, run_audit
+
+    check_inputs(options)
+    if workspace is not None:
+        ws = Path(workspace)
+        if not ws.is_dir():
+            raise FairnessError(f"workspace `{workspace}` does not exist or is not a directory")
     root = _git.repo_root(Path(workspace) if workspace is not None else options.recordings.resolve())
     commit = _git.resolve_commit(root, ref)
     label = f"ref `{ref}` ({commit[:12]})" if not commit.startswith(ref) else f"commit `{commit[:12]}`"
@@ -101,28 +149,45 @@ def compare_with_ref(ref: str, options: RunOptions, *, workspace: str | Path | N
         tmp = Path(tmpdir)
         blob = _git.read_blob(root, commit, f"{rec_rel}/{MANIFEST}")
         if blob is None:
-            return Comparison(label, None, f"the base revision {label} has no recordings at `{rec_rel}`; nothing to compare")
+            yield BaseAtRef(label, Comparison(
+                label, None, f"the base revision {label} has no recordings at `{rec_rel}`; nothing to compare"))
+            return
         try:
             base_suite_ref, base_suite = _base_suite(root, commit, options.suite, head_suite, tmp)
         except FairnessError as exc:
             raise _fail_prefix(f"the suite at {label}", exc) from None
         if base_suite_ref is None or base_suite is None:
-            return Comparison(label, None, f"the base revision {label} has no suite file `{options.suite}`; nothing to compare")
+            yield BaseAtRef(label, Comparison(
+                label, None, f"the base revision {label} has no suite file `{options.suite}`; nothing to compare"))
+            return
         base_manifest = _base_manifest(blob, f"the recordings at {label}")
-        if _data_files(base_manifest) == _data_files(read_manifest(options.recordings)) and base_suite.hash == head_suite.hash:
-            return Comparison(label, None, f"the recordings at {label} are byte-identical to the head's (same data-file "
-                                           "sha256 in both manifests) and the suite is unchanged, so nothing can differ")
+        if base_suite.hash == head_suite.hash and _same_data(root, commit, rec_rel, base_manifest,
+                                                              read_manifest(options.recordings)):
+            yield BaseAtRef(label, Comparison(
+                label, None, f"the recordings at {label} are byte-identical to the head's (same data-file "
+                             "sha256 in both manifests) and the suite is unchanged, so nothing can differ"))
+            return
         base_recordings = tmp / "recordings"
         _git.export_dir(root, commit, rec_rel, base_recordings)
         base = options.model_copy(update={  # the same audit options; the extras do not enter the diff
-            "suite": base_suite_ref, "recordings": base_recordings, "out": options.out / BASE_DIR,
+            "suite": base_suite_ref, "recordings": base_recordings, "out": tmp / "out",
             "junit": None, "evaluators": (), "bbq_recordings": None,
         })
         try:
             run_audit(base)
         except FairnessError as exc:
             raise _fail_prefix(f"auditing the base revision {label}", exc) from None
-    return Comparison(label, _diff(options.out / BASE_DIR, options))
+        yield BaseAtRef(label, audited=tmp / "out")
+
+
+def compare_with_ref(ref: str, options: RunOptions, *, workspace: str | Path | None = None) -> Comparison:
+    """Audit the suite and recordings as of `ref` and the head the way `options` asks (the head into
+    `options.out`), and diff the two. `workspace`: the git work tree to read (default: the recordings')."""
+    from fairness.pipeline._run import run_audit
+
+    with base_at_ref(ref, options, workspace=workspace) as base:
+        run_audit(options)
+        return base.finish(options)
 
 
 def compare_with_run(baseline: str | Path, options: RunOptions) -> Comparison:
@@ -186,5 +251,5 @@ def write_summary(head_out: str | Path, comparison: Comparison) -> str:
     return text
 
 
-__all__ = ["Comparison", "check_text", "combined_exit_code", "combined_state", "compare_with_ref", "compare_with_run", "lead_md",
+__all__ = ["BaseAtRef", "Comparison", "base_at_ref", "check_text", "combined_exit_code", "combined_state", "compare_with_ref", "compare_with_run", "lead_md",
            "outcome_line", "write_summary"]

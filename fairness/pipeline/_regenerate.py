@@ -50,6 +50,23 @@ def swap_in(staging: Path, out: Path) -> None:
         shutil.rmtree(old)
 
 
+def check_paths(out: Path, work: Path) -> None:
+    """`out`, its staging directory and `work`, checked before any work: the audits write into
+    `work`, and `out` is replaced wholesale, so neither may lie inside the other."""
+    from fairness._util.files import check_output_dir
+    from fairness.pipeline._run import check_apart
+
+    check_output_dir(out, "--out")
+    staging = staging_dir(out)
+    if staging.exists() and not staging.is_dir():
+        raise FairnessError(f"staging directory `{staging}` of --out exists and is not a directory; remove it")
+    check_output_dir(work, "--work")
+    check_apart(work, out, "--work")
+    w, o = work.resolve(), out.resolve()
+    if w == o or o in w.parents or w in o.parents:
+        raise FairnessError(f"--work `{work}` and --out `{out}` overlap; the recordings directory is replaced as a whole")
+
+
 def isolated_environment() -> str:
     """A line naming the isolated environment this runs in; refuses the runner's own Python.
 
@@ -95,6 +112,7 @@ def regenerate(
     from fairness.report._pr_body import pr_body
 
     options = options or AuditOptions()
+    check_paths(out, work)
     environment = isolated_environment()
     log(f"environment: {environment}")
     if (produce is None) == (shards is None):

@@ -8,7 +8,6 @@ follows for the record.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from fairness._util.errors import FairnessError
@@ -22,15 +21,23 @@ NO_BASE = "No committed recordings to compare with: this pull request adds the f
 
 
 def load_run(path: str | Path) -> FairnessRun:
-    """A `run` output directory (or its results.json) as a FairnessRun."""
+    """A `run` output directory (or its results.json) as a FairnessRun, read strictly (size cap,
+    UTF-8, strict JSON) and of this version's results schema."""
+    from pydantic import ValidationError
+
+    from fairness._util.errors import validation_message
+    from fairness._util.io import load_json
+    from fairness.audit._diff import check_schema
+
     p = Path(path)
     rp = p / "results.json" if p.is_dir() else p
+    raw = load_json(rp, missing=f"no results at `{rp}` (pass a `run` output directory or its results.json)",
+                    what="results")
+    check_schema(rp, raw)
     try:
-        return FairnessRun.model_validate(json.loads(rp.read_text(encoding="utf-8")))
-    except FileNotFoundError:
-        raise FairnessError(f"no results at `{rp}` (pass a `run` output directory or its results.json)") from None
-    except (OSError, ValueError) as exc:
-        raise FairnessError(f"`{rp}` is not a results.json written by `llm-fairness-check run`: {exc}") from None
+        return FairnessRun.model_validate(raw)
+    except ValidationError as err:
+        raise FairnessError(validation_message(err, f"`{rp}`", FairnessRun)) from None
 
 
 def provenance_md(manifest: Manifest) -> str:
