@@ -667,6 +667,13 @@ CASES: list[Case] = [
     Case("regenerate-work-inside-recordings", 8, "cli", lambda w: _regenerate(w, work=w.rec / "work"),
          ("--work", "inside the recordings directory")),
     Case("regenerate-out-is-a-file", 8, "cli", lambda w: _regenerate(w, out=w.suite), ("--out", "suite.yaml", "not a directory")),
+    *[Case(f"generate-device-{v}", 8, "cli",
+           lambda w, v=v: ["generate", "--suite", str(w.suite), "--engine", "transformers", "--model", str(w.root / "m"),
+                           "--out", str(w.root / "gen"), "--live", "--device", v], ("`--device`", repr(v)))
+      for v in ("gpu", "cuda:x", "$(id)")],
+    Case("generate-revision-line-break", 8, "cli",
+         lambda w: ["generate", "--suite", str(w.suite), "--engine", "transformers", "--model", str(w.root / "m"),
+                    "--out", str(w.root / "gen"), "--live", "--revision", "main\n::error::x"], ("`--revision`",)),
     Case("init-schedule-out-of-range", 11, "cli", lambda w: _init(w, "--schedule", "99 4 * * 1"),
          ("--schedule", "0-59")),
 ]
@@ -873,3 +880,22 @@ def test_hosted_null_content_is_retried_then_reported() -> None:
 
     engine = SimpleNamespace(_error_types=(KeyError, ConnectionError))
     assert HostedEngine._transient(engine, MissingContent("null")) is not None  # type: ignore[arg-type]
+
+
+def test_action_runner_files_are_checked_before_any_work(base: Path, tmp_path: Path) -> None:
+    """A GITHUB_STEP_SUMMARY that is a directory: one `::error` naming it, the promised outputs,
+    exit 2, and nothing written into out-dir (it was an 'internal error' after the audit)."""
+    w = W(tmp_path / "w")
+    shutil.copytree(base, w.root)
+    (tmp_path / "summary-dir").mkdir()
+    outputs = tmp_path / "gh_output"
+    env = {**_action_env(w), "GITHUB_OUTPUT": str(outputs), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary-dir")}
+    stream = io.StringIO()
+    assert _action.main(env, stream) == 2
+    errors = [line for line in stream.getvalue().splitlines() if line.startswith("::error")]
+    assert len(errors) == 1
+    assert "GITHUB_STEP_SUMMARY" in errors[0] and "is a directory" in errors[0]
+    assert "internal error" not in stream.getvalue() and "Traceback" not in stream.getvalue()
+    got = _read_outputs(outputs.read_text(encoding="utf-8"))
+    assert (got["gate-status"], got["passed"], got["exit-code"]) == ("error", "false", "2")
+    assert not w.out.exists()

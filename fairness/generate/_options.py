@@ -6,9 +6,10 @@ the hosted engines and the dry run read it. Nothing below `cli/` sees an argpars
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from fairness._util.errors import FairnessError, validation_message
 from fairness._util.models import Frozen
@@ -53,3 +54,27 @@ class EngineOptions(Frozen):
             super().__init__(**data)
         except ValidationError as err:
             raise FairnessError(validation_message(err)) from None
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str | None) -> str | None:
+        """Checked here, not by torch after the weights are loaded (nor past the CPU guard, which a
+        misspelt device like `gpu` would otherwise skip). Empty (an unset workflow variable): the default."""
+        if not value:
+            return None
+        if value is not None and not _DEVICE.fullmatch(value):
+            raise ValueError(f"`--device` must be cpu, cuda, cuda:N, mps or xpu[:N], got {value!r}")
+        return value
+
+    @field_validator("revision")
+    @classmethod
+    def _revision(cls, value: str | None) -> str | None:
+        if not value:  # an unset workflow variable: no pin (regenerate refuses that for a hub id)
+            return None
+        if value is not None and not _REVISION.fullmatch(value):
+            raise ValueError(f"`--revision` must be a commit sha or ref name (letters, digits, . _ / -), got {value!r}")
+        return value
+
+
+_DEVICE = re.compile(r"cpu|cuda(:[0-9]{1,2})?|mps|xpu(:[0-9]{1,2})?")
+_REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
