@@ -674,6 +674,13 @@ CASES: list[Case] = [
     Case("generate-revision-line-break", 8, "cli",
          lambda w: ["generate", "--suite", str(w.suite), "--engine", "transformers", "--model", str(w.root / "m"),
                     "--out", str(w.root / "gen"), "--live", "--revision", "main\n::error::x"], ("`--revision`",)),
+    Case("action-non-utf8-workspace", 3, "action",
+         lambda w: _action_env(w, FAIRNESS_BASELINE_REF="HEAD", GITHUB_WORKSPACE=str(w.root / "ws\udcff")),
+         ("workspace", "\\udcff", "does not exist"), _commit_all),
+    Case("init-recordings-climbs-out", 8, "cli", lambda w: _init(w, "--recordings", "rec/../../elsewhere"),
+         ("--recordings", "inside the repository")),
+    Case("init-suite-climbs-out", 8, "cli", lambda w: _init(w, "--suite", "a/../../suite.yaml"),
+         ("--suite", "inside the repository")),
     Case("init-schedule-out-of-range", 11, "cli", lambda w: _init(w, "--schedule", "99 4 * * 1"),
          ("--schedule", "0-59")),
 ]

@@ -22,9 +22,15 @@ SUMMARY_LIMIT = 1024 * 1024
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
+def utf8(text: str) -> str:
+    """`text` as writable UTF-8: a lone surrogate (bytes that were not UTF-8 in a path or an
+    environment variable) becomes a visible `\\udcff` instead of crashing the writer."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def escape_data(text: str) -> str:
     """Escape a command's message the way the runner unescapes it (actions/toolkit)."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return utf8(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def escape_property(text: str) -> str:
@@ -116,8 +122,9 @@ def write_outputs(path: str | Path, outputs: Mapping[str, str]) -> None:
         for name, value in outputs.items():
             if not _NAME.match(name):
                 raise ValueError(f"not an output name: {name!r}")
-            delim = _delimiter(value)
-            fh.write(f"{name}<<{delim}\n{value}\n{delim}\n")
+            text = utf8(value)
+            delim = _delimiter(text)
+            fh.write(f"{name}<<{delim}\n{text}\n{delim}\n")
 
 
 def append_summary(path: str | Path, markdown: str) -> None:
@@ -130,7 +137,7 @@ def append_summary(path: str | Path, markdown: str) -> None:
     if room <= 0:
         return
     with open(p, "a", encoding="utf-8", newline="\n") as fh:
-        fh.write(cap_summary(markdown, cap=room).rstrip("\n") + "\n\n")
+        fh.write(cap_summary(utf8(markdown), cap=room).rstrip("\n") + "\n\n")
 
 
 def neutralise(text: str, at_line_start: bool = True) -> tuple[str, bool]:

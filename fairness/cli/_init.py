@@ -85,6 +85,14 @@ def _plain(name: str, value: str) -> str:
     return value
 
 
+def _repo_path(name: str, value: str) -> str:
+    """A path inside the repository: plain, relative, and never climbing out with `..`."""
+    _plain(name, value)
+    if ".." in value.split("/"):
+        raise FairnessError(f"`--{name}` {value!r} must stay inside the repository (no `..`)")
+    return value
+
+
 _CRON_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 6))
 """minute, hour, day of month, month, day of week: what GitHub's scheduler accepts."""
 
@@ -189,8 +197,8 @@ def plan(args, package_dir: Path | None = None) -> Plan:
     repo, sha = action_ref(args.action_ref, package_dir)
     if args.suite and args.with_suite:
         raise FairnessError("`--with-suite` writes its own suite; drop `--suite`")
-    suite = _plain("suite", args.suite or (SUITE_COPY if args.with_suite else DEFAULT_SUITE))
-    recordings = _plain("recordings", args.recordings or f"fairness-check/recordings/{_slug(model)}")
+    suite = _repo_path("suite", args.suite or (SUITE_COPY if args.with_suite else DEFAULT_SUITE))
+    recordings = _repo_path("recordings", args.recordings or f"fairness-check/recordings/{_slug(model)}")
     _cron(args.schedule)
     engine = ENGINE[provider]
     gen_args = f'--base-url "{base_url}" ' if base_url else ""
