@@ -96,7 +96,7 @@ class AuditOptions(Frozen):
         "bootstrap": (1, MAX_RESAMPLES),
         "permutations": (0, MAX_RESAMPLES),
         "seed": (0, 2**32 - 1),
-        "min_group_size": (1, MAX_MIN_GROUP_SIZE),
+        "min_group_size": (1, None),
         "interval_depth": (0, None),
     }
     _CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {
@@ -116,7 +116,10 @@ class AuditOptions(Frozen):
     def _integers(cls, value: Any, info: Any) -> Any:
         if value is None and info.field_name == "min_group_size":
             return None
-        return _integer(info.field_name, value, *cls._INTEGERS[info.field_name])
+        number = _integer(info.field_name, value, *cls._INTEGERS[info.field_name])
+        if info.field_name == "min_group_size" and number > MAX_MIN_GROUP_SIZE:
+            raise ValueError(f"`min_group_size` must be at most {MAX_MIN_GROUP_SIZE:,} (a suite's own bound), got {number}")
+        return number
 
     @field_validator("gate_on", "fail_on", "scorer_mode", mode="before")
     @classmethod
