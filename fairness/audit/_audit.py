@@ -15,8 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fairness._util.canonical import json_number
 from fairness._version import __version__
+from fairness.audit._cells import CellTable, build_cells, scope_cells, slice_table_cells, variance_shares_cells
 from fairness.audit._gate import FailOn, GateOn, RuleCheck, State, check_state, exit_code, overall_state
-from fairness.audit._metrics import Design, Scope, build_design, gap, metric_matrix, scopes, slice_table, worst_index
+from fairness.audit._metrics import Design, Scope, build_design, gap, metric_matrix, scopes, worst_index
+from fairness.audit._permutation import permutation_pvalues_cells
 from fairness.audit._stats import (
     COVERAGE_NOTE,
     DEFAULT_ALPHA,
@@ -24,11 +26,9 @@ from fairness.audit._stats import (
     benjamini_hochberg,
     gap_interval,
     holm,
-    permutation_pvalues,
     pooled_interval,
-    scope_stats,
+    scope_stats_cells,
     slice_intervals,
-    variance_shares,
     worst_interval,
 )
 from fairness.recordings._record import Recording
@@ -181,16 +181,22 @@ def audit(
     columns = {ph: suite.column_for(ph) for ph in suite.placeholders}
     slice_order = ["_".join(s[d] for d in suite.attributes) for s in suite.slice_list]
     design = build_design(cases, slice_order, columns)
+    harm = tuple(m for m, s in enumerate(specs) if s.higher_is_worse is True)
+    cells = build_cells(design, Y, histogram_metrics=harm if options.permutations > 0 else ())
     all_scopes = scopes(design)
 
     caveats: list[Caveat] = []
     metric_results = {s.name: MetricResult(metric=s.name, kind=s.kind, higher_is_worse=s.higher_is_worse, description=s.description, scopes={}) for s in specs}
     for scope in all_scopes:
-        table = slice_table(design, Y, scope)
+        in_scope = scope_cells(design, cells, scope)
+        table = slice_table_cells(cells, scope, in_scope)
         values = table.values
         underpowered = bool(np.any(table.n < min_n))
         want_ci = scope.depth <= options.interval_depth
-        st = scope_stats(design, Y, scope, specs, options.bootstrap, options.seed) if want_ci else None
+        st = (
+            scope_stats_cells(cells.sums[in_scope], cells.n[in_scope], scope.name, specs, options.bootstrap, options.seed)
+            if want_ci else None
+        )
         if st is not None:
             lo, hi = slice_intervals(st, specs, options.alpha)
             plo, phi = pooled_interval(st, specs, options.alpha)
@@ -231,7 +237,7 @@ def audit(
                 n=int(np.sum(table.n)), by_slice=by_slice, pooled=pooled, worst_slice=worst, max_minus_min=g, caveats=notes
             )
 
-    _add_permutation_tests(design, Y, specs, metric_results, options)
+    _add_permutation_tests(design, cells, specs, metric_results, options)
     checks = _check_rules(rules, metric_results, [f.id for f in suite.families], min_n, options)
     states = [c.state for c in checks]
     state = overall_state(states) if rules else "undefined"
@@ -245,9 +251,9 @@ def audit(
 
     caveats += _run_caveats(suite, manifest, mode, metric_results, rules)
     families = _family_table(suite, metric_results, checks, rules)
-    stability = [_stability(rule, design, Y, specs, min_n, options) for rule in rules if rule.scope == "each_family"]
+    stability = [_stability(rule, design, cells, specs, min_n, options) for rule in rules if rule.scope == "each_family"]
     variance = {
-        s.name: {k: round(v, 6) for k, v in variance_shares(design, Y[:, m]).items()}
+        s.name: {k: round(v, 6) for k, v in variance_shares_cells(design, cells, m).items()}
         for m, s in enumerate(specs)
         if s.higher_is_worse is not None or s.kind == "rate"
     }
@@ -300,13 +306,15 @@ def audit(
     return run, scores
 
 
-def _add_permutation_tests(design: Design, Y: np.ndarray, specs: list[MetricSpec], results: dict[str, MetricResult], options: AuditOptions) -> None:
+def _add_permutation_tests(design: Design, cells: CellTable, specs: list[MetricSpec], results: dict[str, MetricResult], options: AuditOptions) -> None:
     """Permutation p-values for the harm metrics, overall and per family, Holm- and BH-adjusted together."""
     if options.permutations <= 0:
         return
     harm = [m for m, s in enumerate(specs) if s.higher_is_worse is True]
     fam = design.factors["family"]
-    _, p_fam, _, p_all = permutation_pvalues(design, Y[:, harm], fam.codes, len(fam.levels), P=options.permutations, seed=options.seed)
+    _, p_fam, _, p_all = permutation_pvalues_cells(
+        cells, harm, cells.cell_codes["family"], len(fam.levels), P=options.permutations, seed=options.seed
+    )
     tests: list[tuple[str, str, float]] = []
     for j, m in enumerate(harm):
         name = specs[m].name
@@ -391,14 +399,13 @@ def _family_table(suite: Suite, results: dict[str, MetricResult], checks: list[R
     return rows
 
 
-def _stability(rule: DecisionRule, design: Design, Y: np.ndarray, specs: list[MetricSpec], min_n: int, options: AuditOptions) -> Stability:
+def _stability(rule: DecisionRule, design: Design, cells: CellTable, specs: list[MetricSpec], min_n: int, options: AuditOptions) -> Stability:
     """Does the rule's verdict survive a change of family, paraphrase or decoding regime?"""
     m = [s.name for s in specs].index(rule.metric)
     spec = specs[m]
 
-    def verdict(mask: np.ndarray) -> bool | None:
-        scope = Scope("x", (), mask)
-        t = slice_table(design, Y, scope)
+    def verdict(in_scope: np.ndarray) -> bool | None:
+        t = slice_table_cells(cells, Scope("x", (), np.zeros(0, dtype=bool)), in_scope)
         if np.any(t.n < min_n) and not options.allow_small_samples:
             return None
         v = t.values[:, m]
@@ -411,7 +418,7 @@ def _stability(rule: DecisionRule, design: Design, Y: np.ndarray, specs: list[Me
         f = design.factors[factor]
         out = {}
         for i, lv in enumerate(f.levels):
-            v = verdict(f.codes == i)
+            v = verdict(cells.cell_codes[factor] == i)
             if v is not None:
                 out[lv] = v
         return out
