@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import sparse
 
 from fairness._util.errors import FairnessError
 from fairness.evaluators._inputs import Data, Sample, as_samples, group_terms
@@ -131,6 +130,8 @@ def _distances(
 
 
 def _lexical(texts: list[str], idx: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    from scipy import sparse  # loaded when used
+
     vocab: dict[str, int] = {}
     rows, cols = [], []
     for i, t in enumerate(texts):
