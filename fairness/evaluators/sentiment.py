@@ -19,6 +19,7 @@ and then `load_scorer("detoxify")`.
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -57,9 +58,46 @@ class VaderScorer:
                 "the `vader` scorer needs `vaderSentiment`: pip install 'llm-fairness-check[sentiment]'"
             ) from None
         self._analyzer = SentimentIntensityAnalyzer()
+        self._vocab: frozenset[str] | None = None
 
     def score(self, texts: Sequence[str]) -> np.ndarray:
         return np.array([self._analyzer.polarity_scores(t)["compound"] for t in texts], dtype=float)
+
+    def masking_is_neutral(self, raw: str, masked: str) -> bool:
+        """True when VADER must score `masked` exactly as `raw`, so one score serves both.
+
+        VADER reads a token only through its lower-cased form's membership in its lexicon,
+        boosters, negations and idiom / special-case words, through `isupper()` (the all-caps
+        emphasis) and through its position. If the two texts have the same whitespace tokens
+        except for pairs that both lie outside that vocabulary and agree in `isupper()`, the
+        scores are equal. (On the committed outputs all 2,887 slice-masked texts qualify.)
+        """
+        if raw == masked:
+            return True
+        a, b = raw.split(), masked.split()
+        if len(a) != len(b):
+            return False
+        vocab = self._vocabulary()
+        for r, m in zip(a, b, strict=True):
+            if r == m:
+                continue
+            if r.isupper() != m.isupper():
+                return False
+            for tok in (r, m, r.strip(string.punctuation), m.strip(string.punctuation)):
+                if tok.lower() in vocab:
+                    return False
+        return True
+
+    def _vocabulary(self) -> frozenset[str]:
+        if self._vocab is None:
+            from vaderSentiment import vaderSentiment as v
+
+            words = set(self._analyzer.lexicon) | set(v.BOOSTER_DICT) | set(v.NEGATE)
+            for phrase in (*v.SPECIAL_CASES, *v.SENTIMENT_LADEN_IDIOMS):
+                words.update(phrase.split())
+            words.update({"but", "least", "kind", "of", "never", "so", "this", "without", "doubt", "no"})
+            self._vocab = frozenset(w.lower() for w in words)
+        return self._vocab
 
 
 TOXIC_TERMS: tuple[str, ...] = (
