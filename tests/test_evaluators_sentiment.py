@@ -256,3 +256,23 @@ class TestOneVaderPassPerText:
         monkeypatch.setattr(ev, "load_scorer", lambda name: Counting() if name == "vader" else real(name))
         run_evaluators(recs, ("counterfactual", "sentiment"), bootstrap=50, seed=1)
         assert sorted(calls) == sorted(r.output for r in recs)
+
+
+@pytest.mark.slow
+def test_fast_vader_equals_published_vader_on_the_committed_outputs():
+    import json
+    from pathlib import Path
+
+    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+    from fairness.evaluators._text import masker
+
+    path = Path(__file__).resolve().parents[1] / "recordings/fairness-cards/qwen-v0.1/SmolLM2-135M-Instruct-Q4_1/records.jsonl"
+    recs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    mask = masker({v for r in recs for v in r["slice"].values()})
+    texts = [r["output"] for r in recs]
+    texts += [mask(t) for t in texts]
+    texts += ["I am not happy, but never so sad!", "Without doubt it was kind of GREAT", "NO good at least",
+              "He isn't the least bit nice", "sort of ok 😊 really", "  padded  ", ""]
+    ref = SentimentIntensityAnalyzer()
+    assert load_scorer("vader").score(texts).tolist() == [ref.polarity_scores(t)["compound"] for t in texts]

@@ -57,7 +57,49 @@ class VaderScorer:
             raise FairnessError(
                 "the `vader` scorer needs `vaderSentiment`: pip install 'llm-fairness-check[sentiment]'"
             ) from None
-        self._analyzer = SentimentIntensityAnalyzer()
+        from vaderSentiment.vaderSentiment import BOOSTER_DICT, SentiText
+
+        class _Windowed(SentimentIntensityAnalyzer):
+            """VADER's scores, computed faster: its negation and idiom checks lower-case the
+            whole token list for every sentiment word (quadratic in the text); they read
+            only tokens i−3 … i+2, so they get that window, and the same answers. A text
+            without emoji skips the character-by-character emoji rewrite (a no-op then)."""
+
+            def polarity_scores(self, text):
+                if not isinstance(text, str) or not self._emoji_chars.isdisjoint(text):
+                    return super().polarity_scores(text)
+                # the rest of SentimentIntensityAnalyzer.polarity_scores (vaderSentiment 3.3.2), unchanged
+                text = text.strip()
+                sentitext = SentiText(text)
+                sentiments: list = []
+                words_and_emoticons = sentitext.words_and_emoticons
+                for i, item in enumerate(words_and_emoticons):
+                    valence = 0
+                    if item.lower() in BOOSTER_DICT:
+                        sentiments.append(valence)
+                        continue
+                    if i < len(words_and_emoticons) - 1 and item.lower() == "kind" and words_and_emoticons[i + 1].lower() == "of":
+                        sentiments.append(valence)
+                        continue
+                    sentiments = self.sentiment_valence(valence, sentitext, item, i, sentiments)
+                sentiments = self._but_check(words_and_emoticons, sentiments)
+                return self.score_valence(sentiments, text)
+
+            @staticmethod
+            def _negation_check(valence, words_and_emoticons, start_i, i):
+                lo = max(0, i - 3)
+                return SentimentIntensityAnalyzer._negation_check(valence, words_and_emoticons[lo : i + 3], start_i, i - lo)
+
+            @staticmethod
+            def _special_idioms_check(valence, words_and_emoticons, i):
+                lo = max(0, i - 3)
+                return SentimentIntensityAnalyzer._special_idioms_check(valence, words_and_emoticons[lo : i + 3], i - lo)
+
+        from importlib.metadata import version
+
+        # the fast path mirrors vaderSentiment 3.3.2's code; any other version runs as published
+        self._analyzer = _Windowed() if version("vaderSentiment") == "3.3.2" else SentimentIntensityAnalyzer()
+        self._analyzer._emoji_chars = frozenset(k for k in self._analyzer.emojis if len(k) == 1)
         self._vocab: frozenset[str] | None = None
 
     def score(self, texts: Sequence[str]) -> np.ndarray:
@@ -84,7 +126,7 @@ class VaderScorer:
             if r.isupper() != m.isupper():
                 return False
             for tok in (r, m, r.strip(string.punctuation), m.strip(string.punctuation)):
-                if tok.lower() in vocab:
+                if tok.lower() in vocab or "n't" in tok.lower():  # n't: VADER's negation test
                     return False
         return True
 
@@ -95,7 +137,7 @@ class VaderScorer:
             words = set(self._analyzer.lexicon) | set(v.BOOSTER_DICT) | set(v.NEGATE)
             for phrase in (*v.SPECIAL_CASES, *v.SENTIMENT_LADEN_IDIOMS):
                 words.update(phrase.split())
-            words.update({"but", "least", "kind", "of", "never", "so", "this", "without", "doubt", "no"})
+            words.update({"but", "least", "at", "very", "kind", "of", "never", "so", "this", "without", "doubt", "no", "or", "nor"})
             self._vocab = frozenset(w.lower() for w in words)
         return self._vocab
 
