@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--live", action="store_true", help="opt in to live generation (or FAIRNESS_ALLOW_LIVE=1)")
     gen.add_argument("--max-rows", type=int, help="stop after this many new rows (smoke runs)")
     gen.add_argument("--shard", help="generate the deterministic shard K/N of the grid")
-    gen.add_argument("--threads", type=int, help="CPU threads (llamacpp)")
+    gen.add_argument("--threads", type=int, help="CPU threads per llamacpp process (default 1; use --shard K/N processes for more cores)")
     gen.add_argument("--batch-size", type=int, default=16, help="rows per generate call (transformers)")
     gen.add_argument("--device", help="cpu, cuda, cuda:0 … (transformers; default: cuda if available)")
     gen.add_argument("--dtype", help="bfloat16, float16, float32 (transformers; default bf16 on CUDA, fp32 on CPU)")
