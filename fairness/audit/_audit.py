@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fairness._util.canonical import json_number
 from fairness._version import __version__
-from fairness.audit._cells import CellTable, build_cells, scope_cells, slice_table_cells, variance_shares_cells
+from fairness.audit._cells import CellTable, build_cells, cell_scopes, slice_table_cells, variance_shares_cells
 from fairness.audit._gate import FailOn, GateOn, RuleCheck, State, check_state, exit_code, overall_state
-from fairness.audit._metrics import Design, Scope, build_design, gap, metric_matrix, scopes, worst_index
+from fairness.audit._metrics import Design, Scope, build_design, gap, metric_matrix, worst_index
 from fairness.audit._permutation import permutation_pvalues_cells
 from fairness.audit._stats import (
     COVERAGE_NOTE,
@@ -169,26 +169,57 @@ def audit(
     scores: ScoreTable | None = None,
 ) -> tuple[FairnessRun, ScoreTable]:
     mode = options.scorer_mode or suite.scorer.mode
+    if scores is None:
+        scores = score_texts([r.output for r in recordings], mode)  # type: ignore[arg-type]
+    specs = list(METRICS.values())
+    Y = metric_matrix(scores, specs)
+    design = build_design(cases, slice_order_of(suite), placeholder_columns(suite))
+    cells = build_cells(design, Y, histogram_metrics=histogram_metrics(options))
+    run = audit_cells(suite, design, cells, manifest, options, recordings_path=recordings_path, manifest_sha256=manifest_sha256)
+    return run, scores
+
+
+def slice_order_of(suite: Suite) -> list[str]:
+    return ["_".join(s[d] for d in suite.attributes) for s in suite.slice_list]
+
+
+def placeholder_columns(suite: Suite) -> dict[str, str]:
+    return {ph: suite.column_for(ph) for ph in suite.placeholders}
+
+
+def histogram_metrics(options: AuditOptions) -> tuple[int, ...]:
+    """The metrics whose per-cell value counts the permutation tests need (the harms)."""
+    if options.permutations <= 0:
+        return ()
+    return tuple(m for m, s in enumerate(METRICS.values()) if s.higher_is_worse is True)
+
+
+def audit_cells(
+    suite: Suite,
+    design: Design,
+    cells: CellTable,
+    manifest: Manifest,
+    options: AuditOptions = AuditOptions(),
+    *,
+    recordings_path: str = "",
+    manifest_sha256: str = "",
+) -> FairnessRun:
+    """The audit from per-cell aggregates (see `fairness.audit._cells`): what `audit` does
+    after scoring, and all a streamed run needs. `design` supplies the level names only."""
+    mode = options.scorer_mode or suite.scorer.mode
     min_n = options.min_group_size if options.min_group_size is not None else suite.min_group_size
     rules = list(options.rules) if options.rules is not None else list(suite.rules)
     rules = [r for r in rules if r.kind == "absolute"]  # regression rules need a base run: `diff`
     if options.threshold is not None:
         rules = [r.model_copy(update={"threshold": options.threshold}) for r in rules]
-    if scores is None:
-        scores = score_texts([r.output for r in recordings], mode)  # type: ignore[arg-type]
     specs = list(METRICS.values())
-    Y = metric_matrix(scores, specs)
-    columns = {ph: suite.column_for(ph) for ph in suite.placeholders}
-    slice_order = ["_".join(s[d] for d in suite.attributes) for s in suite.slice_list]
-    design = build_design(cases, slice_order, columns)
-    harm = tuple(m for m, s in enumerate(specs) if s.higher_is_worse is True)
-    cells = build_cells(design, Y, histogram_metrics=harm if options.permutations > 0 else ())
-    all_scopes = scopes(design)
+    n_rows = cells.n_rows
+    all_scopes = cell_scopes(design, cells)
 
     caveats: list[Caveat] = []
     metric_results = {s.name: MetricResult(metric=s.name, kind=s.kind, higher_is_worse=s.higher_is_worse, description=s.description, scopes={}) for s in specs}
     for scope in all_scopes:
-        in_scope = scope_cells(design, cells, scope)
+        in_scope = scope.mask  # a mask over cells
         table = slice_table_cells(cells, scope, in_scope)
         values = table.values
         underpowered = bool(np.any(table.n < min_n))
@@ -244,7 +275,7 @@ def audit(
     reasons = [f"{c.rule} [{c.scope}]: {c.state} — {c.reason}" for c in checks if c.state != "pass"]
     if not manifest.complete and state == "pass":
         state = "illustrative"
-        reasons.append(f"the recording set is incomplete ({len(recordings)}/{manifest.expected_rows} rows): a pass is only illustrative")
+        reasons.append(f"the recording set is incomplete ({n_rows}/{manifest.expected_rows} rows): a pass is only illustrative")
     if not rules:
         reasons = ["the suite defines no decision rules"]
     gate = Gate(state=state, exit_code=exit_code(state, options.fail_on), fail_on=options.fail_on, gate_on=options.gate_on, reasons=reasons)
@@ -258,7 +289,7 @@ def audit(
         if s.higher_is_worse is not None or s.kind == "rate"
     }
     rubric = load_rubric()
-    run = FairnessRun(
+    return FairnessRun(
         tool={"name": "llm-fairness-check", "version": __version__},
         suite={"name": suite.name, "version": suite.version, "hash": suite.hash},
         recordings={
@@ -285,7 +316,7 @@ def audit(
             "gate_on": options.gate_on,
             "interval_depth": options.interval_depth,
         },
-        n_rows=len(recordings),
+        n_rows=n_rows,
         slices=design.slices,
         families=families,
         rules=checks,
@@ -303,7 +334,6 @@ def audit(
         },
         metrics=list(metric_results.values()),
     )
-    return run, scores
 
 
 def _add_permutation_tests(design: Design, cells: CellTable, specs: list[MetricSpec], results: dict[str, MetricResult], options: AuditOptions) -> None:

@@ -12,11 +12,14 @@ chunks of rows (`CellTable.add`), so rows never have to be held at once.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from fairness.audit._metrics import Design, Scope, SliceTable
+from fairness.audit._metrics import Design, Factor, Scope, SliceTable
+from fairness.suite._case import Case
 
 MAX_LEVELS = 256
 """A metric with more distinct values than this keeps no value histogram (no permutation test)."""
@@ -68,6 +71,32 @@ class CellTable:
             cell_codes=codes, seed_n=np.zeros(n_seeds), seed_sums=np.zeros((n_seeds, n_metrics)),
             histogram_metrics=tuple(histogram_metrics),
         )
+
+    def grow(self, n_cells: int, n_seeds: int) -> None:
+        """Make room for at least `n_cells` cells and `n_seeds` seed levels (streamed grids)."""
+        C, M = self.n_cells, self.n_metrics
+        if n_cells > C:
+            extra = n_cells - C
+
+            def pad(a: np.ndarray) -> np.ndarray:
+                return np.concatenate([a, np.zeros((extra, *a.shape[1:]), dtype=a.dtype)])
+
+            self.n, self.sums, self.sumsq = pad(self.n), pad(self.sums), pad(self.sumsq)
+            self.cell_codes = {k: pad(v) for k, v in self.cell_codes.items()}
+            self.hist = {m: (lv, pad(cnt)) for m, (lv, cnt) in self.hist.items()}
+            self.n_cells = n_cells
+        if n_seeds > len(self.seed_n):
+            extra = n_seeds - len(self.seed_n)
+            self.seed_n = np.concatenate([self.seed_n, np.zeros(extra)])
+            self.seed_sums = np.concatenate([self.seed_sums, np.zeros((extra, M))])
+
+    def trim(self, n_cells: int, n_seeds: int) -> None:
+        """Drop unused capacity (after streaming)."""
+        self.n, self.sums, self.sumsq = self.n[:n_cells], self.sums[:n_cells], self.sumsq[:n_cells]
+        self.cell_codes = {k: v[:n_cells] for k, v in self.cell_codes.items()}
+        self.hist = {m: (lv, cnt[:n_cells]) for m, (lv, cnt) in self.hist.items()}
+        self.seed_n, self.seed_sums = self.seed_n[:n_seeds], self.seed_sums[:n_seeds]
+        self.n_cells = n_cells
 
     def add(self, cluster: np.ndarray, slice_codes: np.ndarray, seed_codes: np.ndarray, Y: np.ndarray) -> None:
         """Fold one chunk of rows (their cell, slice and seed codes and metric values) in."""
@@ -171,3 +200,98 @@ def variance_shares_cells(design: Design, table: CellTable, m: int) -> dict[str,
     explained = sum(shares.values())
     shares["residual"] = max(total - explained, 0.0)
     return {k: v / total for k, v in shares.items()}
+
+
+class CellAccumulator:
+    """Builds the `Design` levels and the `CellTable` from chunks of (cases, metric rows).
+
+    Level codes are given in order of first appearance, exactly as `build_design` gives
+    them, so a streamed audit equals the in-memory one; only per-cell and per-level state is
+    kept (no per-row arrays), so memory does not grow with the rows.
+    """
+
+    def __init__(
+        self, slice_order: Sequence[str], placeholder_columns: dict[str, str], n_metrics: int,
+        histogram_metrics: tuple[int, ...] = (),
+    ):
+        self.slices = list(slice_order)
+        self._slice_code = {s: i for i, s in enumerate(self.slices)}
+        self.columns = dict(placeholder_columns)
+        self._levels: dict[str, dict[str, int]] = {n: {} for n in ("family", "regime", *self.columns.values(), "paraphrase", "seed")}
+        self._cells: dict[tuple, int] = {}
+        empty = Design([], self.slices, np.zeros(0, dtype=np.int64), {}, np.zeros(0, dtype=np.int64), 0, ())
+        self.table = CellTable.empty(_with_seed(empty), n_metrics, histogram_metrics)
+        self.table.cell_codes = {n: np.zeros(0, dtype=np.int64) for n in self._levels if n != "seed"}
+        self.n_rows = 0
+
+    @staticmethod
+    def _code(levels: dict[str, int], value: str) -> int:
+        code = levels.get(value)
+        if code is None:
+            code = levels[value] = len(levels)
+        return code
+
+    def add(self, cases: Sequence[Case], Y: np.ndarray) -> None:
+        n = len(cases)
+        cluster = np.empty(n, dtype=np.int64)
+        slice_codes = np.empty(n, dtype=np.int64)
+        seed_codes = np.empty(n, dtype=np.int64)
+        lv = self._levels
+        for i, c in enumerate(cases):
+            key = (c.family, c.paraphrase_id, tuple(sorted(c.placeholders.items())), c.regime)
+            cell = self._cells.get(key)
+            if cell is None:
+                cell = self._cells[key] = len(self._cells)
+                codes = {"family": self._code(lv["family"], c.family), "regime": self._code(lv["regime"], c.regime),
+                         "paraphrase": self._code(lv["paraphrase"], f"{c.family}.{c.paraphrase_id}")}
+                for ph, col in self.columns.items():
+                    codes[col] = self._code(lv[col], c.placeholders[ph])
+                if cell >= self.table.n_cells:
+                    self.table.grow(max(2 * self.table.n_cells, 64), 0)
+                for name, code in codes.items():
+                    self.table.cell_codes[name][cell] = code
+            cluster[i] = cell
+            slice_codes[i] = self._slice_code[c.slice_id]
+            seed_codes[i] = self._code(lv["seed"], str(c.seed))
+        if len(lv["seed"]) > len(self.table.seed_n):
+            self.table.grow(0, max(2 * len(self.table.seed_n), len(lv["seed"])))
+        self.table.add(cluster, slice_codes, seed_codes, Y)
+        self.n_rows += n
+
+    def finish(self) -> tuple[Design, CellTable]:
+        """The design (levels, no per-row arrays: `design.n` is 0) and the trimmed table."""
+        self.table.trim(len(self._cells), len(self._levels["seed"]))
+        none = np.zeros(0, dtype=np.int64)
+        factors = {name: Factor(name, list(levels), none) for name, levels in self._levels.items()}
+        design = Design(
+            row_ids=[], slices=self.slices, slice_codes=none, factors=factors, cluster=none,
+            n_clusters=len(self._cells), scope_factors=("family", "regime", *self.columns.values()),
+        )
+        return design, self.table
+
+
+def _with_seed(design: Design) -> Design:
+    """`design` with an empty seed factor (so an empty table can be allocated)."""
+    factors = {**design.factors, "seed": Factor("seed", [], np.zeros(0, dtype=np.int64))}
+    return Design(design.row_ids, design.slices, design.slice_codes, factors, design.cluster, 0, design.scope_factors)
+
+
+def cell_scopes(design: Design, table: CellTable, max_depth: int | None = None) -> list[Scope]:
+    """`fairness.audit._metrics.scopes` on cells: same scopes, same order, but each
+    `Scope.mask` is a mask over the table's cells (scopes are unions of cells)."""
+    has_rows = table.n.sum(axis=1) > 0
+    out = [Scope("overall", (), has_rows)]
+    names = design.scope_factors
+    depth = len(names) if max_depth is None else max_depth
+    for k in range(1, depth + 1):
+        for combo in itertools.combinations(names, k):
+            fs = [design.factors[f] for f in combo]
+            for levels in itertools.product(*(range(len(f.levels)) for f in fs)):
+                mask = has_rows.copy()
+                for f, lv in zip(fs, levels, strict=True):
+                    mask &= table.cell_codes[f.name] == lv
+                if not mask.any():
+                    continue
+                cond = tuple((f.name, f.levels[lv]) for f, lv in zip(fs, levels, strict=True))
+                out.append(Scope(",".join(f"{a}={b}" for a, b in cond), cond, mask))
+    return out

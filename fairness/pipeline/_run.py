@@ -6,15 +6,19 @@ atomically, so a bad input never leaves a half-written or clobbered file behind.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
-from fairness.audit._audit import AuditOptions, FairnessRun, audit
-from fairness.recordings._store import MANIFEST, RecordingSet, ReplayProvider, write_atomic
+from fairness.audit._audit import AuditOptions, FairnessRun, audit, audit_cells
+from fairness.pipeline._stream import NotStreamable, stream_cells
+from fairness.recordings._record import Recording
+from fairness.recordings._store import MANIFEST, RecordingSet, ReplayProvider, read_manifest, verify_files, write_atomic
 from fairness.report._render import card, card_md, card_yaml, results_json, summary_md
 from fairness.score._rubric import ScoreTable
 from fairness.suite._suite import Suite, load_suite
@@ -72,6 +76,40 @@ def run_audit(
 ) -> RunOutputs:
     suite = load_suite(suite_ref)
     rdir = Path(recordings_dir)
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise FairnessError(f"--out `{out}` exists and is not a directory")
+    with contextlib.ExitStack() as stack:
+        # transcripts go to a temporary file as the rows stream by; copied into --out at the end
+        transcripts = stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))
+        run, recs = _audit_rows(suite, rdir, options, transcripts, streamable=not evaluators and bbq_dir is None,
+                                allow_incomplete=allow_incomplete)
+        return _finish(run, suite, recs, out, transcripts, evaluators=evaluators, options=options,
+                       bbq_dir=bbq_dir, bbq_items=bbq_items)
+
+
+def _audit_rows(suite: Suite, rdir: Path, options: AuditOptions, transcripts, *, streamable: bool,
+                allow_incomplete: bool) -> tuple[FairnessRun, list[Recording] | None]:
+    """Audit the recorded rows, writing their transcript lines to `transcripts`.
+
+    Streams (flat memory, no recordings returned) when no evaluator needs every output and
+    the records are in grid order; otherwise replays in memory and returns the recordings.
+    """
+    kw = {"recordings_path": _display_path(rdir), "manifest_sha256": ""}
+    if streamable:
+        manifest = read_manifest(rdir)
+        if manifest.complete or not allow_incomplete:
+            verify_files(rdir, manifest)
+            kw["manifest_sha256"] = sha256_file(rdir / MANIFEST)
+            try:
+                design, cells = stream_cells(
+                    suite, rdir, manifest, options,
+                    lambda cases, recs, scores: transcripts.write(transcripts_jsonl(cases, recs, scores)),
+                )
+                return audit_cells(suite, design, cells, manifest, options, **kw), None
+            except NotStreamable:
+                transcripts.seek(0)
+                transcripts.truncate()
     rs = RecordingSet(rdir)
     cases = suite.expand()
     provider = ReplayProvider(rs, suite.system_prompt)
@@ -81,13 +119,14 @@ def run_audit(
             raise FairnessError(f"recordings in `{rdir}` hold no row of this suite's grid")
     else:
         recs = provider.replay(cases)
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise FairnessError(f"--out `{out}` exists and is not a directory")
-    run, scores = audit(
-        suite, cases, recs, rs.manifest, options,
-        recordings_path=_display_path(rdir), manifest_sha256=sha256_file(rdir / MANIFEST),
-    )
+    kw["manifest_sha256"] = sha256_file(rdir / MANIFEST)
+    run, scores = audit(suite, cases, recs, rs.manifest, options, **kw)
+    transcripts.write(transcripts_jsonl(cases, recs, scores))
+    return run, recs
+
+
+def _finish(run: FairnessRun, suite: Suite, recs: list[Recording] | None, out: Path, transcripts, *,
+            evaluators: tuple[str, ...], options: AuditOptions, bbq_dir, bbq_items) -> RunOutputs:
     if evaluators or bbq_dir is not None:
         from fairness.evaluators._adapter import run_evaluators
 
@@ -98,9 +137,11 @@ def run_audit(
         )
         run = run.model_copy(update={"evaluators": extra})
     c = card(run, suite)
+    transcripts.flush()
+    transcripts.seek(0)
     texts = {
         "results.json": results_json(run),
-        "transcripts.jsonl": transcripts_jsonl(cases, recs, scores),
+        "transcripts.jsonl": transcripts,
         "summary.md": summary_md(run, extra_sections=[_peer_md(run)]),
         "card.yaml": card_yaml(c),
         "card.md": card_md(c),

@@ -16,10 +16,11 @@ import difflib
 import gzip
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -122,13 +123,19 @@ def today() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a file."""
+def write_atomic(path: Path, text: str | TextIO) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a file.
+
+    `text` is the content, or an open text file to copy from its current position (a
+    streamed output that was never held in memory)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+            if isinstance(text, str):
+                fh.write(text)
+            else:
+                shutil.copyfileobj(text, fh, 1 << 20)
             fh.flush()
             os.fsync(fh.fileno())
         umask = os.umask(0)
