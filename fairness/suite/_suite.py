@@ -248,7 +248,8 @@ def iter_cases(s: Suite) -> Iterator[Case]:
                 prompt_id = ".".join([fam.id, pid, *(_safe(v) for v in combo), _safe(slice_id)])
                 for regime in s.regimes:
                     for seed in s.seeds:
-                        yield Case(
+                        # every value comes from the validated suite: construct without re-validating
+                        yield Case.model_construct(
                             row_id=f"{prompt_id}.{regime.name}.s{seed}",
                             index=index,
                             prompt_id=prompt_id,
