@@ -11,6 +11,7 @@ import numpy as np
 
 from fairness._util.canonical import sha256_file
 from fairness.audit._audit import AuditOptions, audit
+from fairness.pipeline._options import RunOptions
 from fairness.pipeline._run import run_audit
 from fairness.pipeline._stream import stream_cells
 from fairness.recordings._store import RecordingSet, ReplayProvider, read_manifest
@@ -30,12 +31,12 @@ def _results(path: Path) -> dict:
 
 
 def test_streamed_run_equals_the_in_memory_audit(tmp_path):
-    out = run_audit(SUITE, REC, tmp_path / "out", OPTS)
+    out = run_audit(RunOptions(suite=SUITE, recordings=REC, out=tmp_path / "out", audit=OPTS))
     suite = load_suite(SUITE)
     cases = suite.expand()
     rs = RecordingSet(REC)
     recs = ReplayProvider(rs, suite.system_prompt).replay(cases)
-    run, _ = audit(suite, cases, recs, rs.manifest, OPTS, recordings_path=out.run.recordings["path"],
+    run, _ = audit(suite, cases, recs, rs.manifest, OPTS, recordings_path=out.run.recordings.path,
                    manifest_sha256=sha256_file(REC / "manifest.json"))
     assert json.loads(results_json(run)) == json.loads((tmp_path / "out/results.json").read_text(encoding="utf-8"))
 
@@ -64,8 +65,8 @@ def test_records_out_of_grid_order_fall_back_to_the_in_memory_replay(tmp_path):
     manifest = json.loads((shuffled / "manifest.json").read_text(encoding="utf-8"))
     manifest["files"][0]["sha256"] = sha256_file(data)
     (shuffled / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-    run_audit(SUITE, REC, tmp_path / "a", OPTS)
-    run_audit(SUITE, shuffled, tmp_path / "b", OPTS)
+    run_audit(RunOptions(suite=SUITE, recordings=REC, out=tmp_path / "a", audit=OPTS))
+    run_audit(RunOptions(suite=SUITE, recordings=shuffled, out=tmp_path / "b", audit=OPTS))
     a, b = _results(tmp_path / "a"), _results(tmp_path / "b")
     a["recordings"].pop("manifest_sha256")
     b["recordings"].pop("manifest_sha256")

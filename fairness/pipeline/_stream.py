@@ -44,7 +44,7 @@ def stream_cells(
     directory: Path,
     manifest: Manifest,
     options: AuditOptions,
-    on_chunk: Callable[[list[Case], list[Recording], ScoreTable], None],
+    on_chunk: Callable[[list[Case], list[Recording], ScoreTable], object],
     chunk: int = CHUNK,
 ) -> tuple[Design, CellTable]:
     """Score the recorded rows of `suite`'s grid chunk by chunk; return the design levels and
@@ -65,10 +65,11 @@ def stream_cells(
         recs = []
         for case in block:
             rec = next(records, None)
-            if rec is None or rec.key != content_key(model_id, system_prompt, case.prompt, case.params, case.seed):
+            if (rec is None or rec.row_id != case.row_id
+                    or rec.key != content_key(model_id, system_prompt, case.prompt, case.params, case.seed)):
                 raise NotStreamable
             recs.append(rec)
-        scores = score_texts([r.output for r in recs], mode)  # type: ignore[arg-type]
+        scores = score_texts([r.output for r in recs], mode)
         acc.add(block, metric_matrix(scores, specs))
         on_chunk(block, recs, scores)
     if acc.n_rows == 0 or next(records, None) is not None:
