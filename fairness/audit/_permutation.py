@@ -36,33 +36,38 @@ def permuted_slice_sums(levels: np.ndarray, counts: np.ndarray, P: int, rng: np.
     permutation's slice totals.
     """
     C, S, V = counts.shape
-    out = np.zeros((P, C, S))
     if C == 0 or S == 0 or V == 0:
-        return out
-    cap0 = counts.sum(axis=2)  # rows per (cell, slice)
+        return np.zeros((P, C, S))
     K = counts.sum(axis=1)  # (C × V) rows per (cell, value)
+    # Work slice-major (S × P × C) so each slice's draw reads and writes contiguous rows.
+    cap = np.ascontiguousarray(np.broadcast_to(counts.sum(axis=2).T[:, None, :], (S, P, C)))  # room left
+    total = np.zeros((S, P, C))
     # Deal the most common value last: it fills whatever room is left, no draws needed.
     order = np.argsort(K.sum(axis=0), kind="stable")
     last = order[-1]
-    cap = np.broadcast_to(cap0, (P, C, S)).copy()
     for v in order[:-1]:
         cells = np.flatnonzero(K[:, v] > 0)
         if cells.size == 0:
             continue
-        c_cap = cap[:, cells, :]  # (P × c × S), a copy
+        every = cells.size == C
+        c_cap = cap if every else cap[:, :, cells]
         remaining = np.broadcast_to(K[cells, v], (P, cells.size)).copy()
-        room = c_cap.sum(axis=2)
+        room = c_cap.sum(axis=0)
+        taken = np.empty_like(c_cap)
         for s in range(S - 1):
-            room = room - c_cap[:, :, s]
-            x = rng.hypergeometric(c_cap[:, :, s], room, remaining)
-            c_cap[:, :, s] -= x
-            remaining = remaining - x
-            out[:, cells, s] += levels[v] * x
-        c_cap[:, :, S - 1] -= remaining
-        out[:, cells, S - 1] += levels[v] * remaining
-        cap[:, cells, :] = c_cap
-    out += levels[last] * cap
-    return out
+            room -= c_cap[s]
+            taken[s] = rng.hypergeometric(c_cap[s], room, remaining)
+            remaining -= taken[s]
+        taken[S - 1] = remaining
+        c_cap -= taken
+        if every:
+            total += levels[v] * taken
+        else:
+            cap[:, :, cells] = c_cap
+            total[:, :, cells] += levels[v] * taken
+    if levels[last] != 0:
+        total += levels[last] * cap
+    return total.transpose(1, 2, 0)
 
 
 def _gaps(sums: np.ndarray, n: np.ndarray) -> np.ndarray:

@@ -12,6 +12,7 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -48,10 +49,16 @@ def _display_path(path: Path) -> str:
         return path.name
 
 
-def transcripts_jsonl(run_cases: list[Case], recordings: list[Recording], scores: ScoreTable) -> str:
+_TRANSCRIPT = json.JSONEncoder(ensure_ascii=False)
+"""What `json.dumps(row, ensure_ascii=False)` builds per call; one per process."""
+
+
+def transcripts_jsonl(run_cases: Sequence[Case], recordings: Sequence[Recording], scores: ScoreTable) -> str:
     """One line per grid row: its coordinates, prompt, recorded output and scores (`scores` in grid order)."""
+    names = list(scores.columns)
+    score_rows = zip(*(scores.columns[k].tolist() for k in names), strict=True)
     lines = []
-    for i, (case, rec) in enumerate(zip(run_cases, join_rows(run_cases, recordings), strict=True)):
+    for case, rec, values in zip(run_cases, join_rows(run_cases, recordings), score_rows, strict=True):
         row = {
             "row_id": case.row_id,
             "family": case.family,
@@ -64,9 +71,9 @@ def transcripts_jsonl(run_cases: list[Case], recordings: list[Recording], scores
             "prompt": case.prompt,
             "output": rec.output,
             "finish_reason": rec.finish_reason,
-            "scores": scores.row(i),
+            "scores": dict(zip(names, values, strict=True)),
         }
-        lines.append(json.dumps(row, ensure_ascii=False, sort_keys=False))
+        lines.append(_TRANSCRIPT.encode(row))
     return "\n".join(lines) + "\n"
 
 

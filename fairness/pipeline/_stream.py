@@ -16,6 +16,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 from fairness.audit._audit import AuditOptions, histogram_metrics, placeholder_columns, slice_order_of
 from fairness.audit._cells import CellAccumulator, CellTable
@@ -24,8 +26,7 @@ from fairness.recordings._record import Recording
 from fairness.recordings._store import Manifest, content_key, iter_records
 from fairness.score._catalog import METRICS
 from fairness.score._rubric import ScoreTable, score_texts
-from fairness.suite._case import Case
-from fairness.suite._suite import Suite, distinct_row_ids, iter_cases
+from fairness.suite._suite import Suite, distinct_row_ids, iter_grid
 
 CHUNK = 10_000
 
@@ -44,7 +45,7 @@ def stream_cells(
     directory: Path,
     manifest: Manifest,
     options: AuditOptions,
-    on_chunk: Callable[[list[Case], list[Recording], ScoreTable], object],
+    on_chunk: Callable[[list[Any], list[Recording], ScoreTable], object],
     chunk: int = CHUNK,
 ) -> tuple[Design, CellTable]:
     """Score the recorded rows of `suite`'s grid chunk by chunk; return the design levels and
@@ -56,10 +57,10 @@ def stream_cells(
     mode = options.scorer_mode or suite.scorer.mode
     acc = CellAccumulator(slice_order_of(suite), placeholder_columns(suite), len(specs), histogram_metrics(options))
     records = _records(directory, manifest)
-    cases = iter_cases(suite)
+    cases = iter_grid(suite, SimpleNamespace)  # light rows with `Case`'s fields; none outlives its chunk
     model_id, system_prompt = manifest.model.id, manifest.system_prompt
     while True:
-        block = list(itertools.islice(cases, chunk))
+        block: list[Any] = list(itertools.islice(cases, chunk))
         if not block:
             break
         recs = []
