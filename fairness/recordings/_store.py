@@ -49,7 +49,7 @@ def content_key(model_id: str, system_prompt: str, prompt: str, params: Sampling
         '{"model":' + canonical_json(model_id)
         + ',"params":' + _params_json(params)
         + ',"prompt":' + canonical_json(prompt)
-        + ',"seed":' + canonical_json(int(seed))
+        + ',"seed":' + str(int(seed))  # an int's canonical JSON
         + ',"system_prompt":' + canonical_json(system_prompt) + "}"
     )
 
@@ -170,6 +170,10 @@ def write_atomic(path: Path, text: str | TextIO) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             if isinstance(text, str):
                 fh.write(text)
+            elif hasattr(text, "buffer") and str(getattr(text, "encoding", "")).lower() in ("utf-8", "utf8"):
+                # a UTF-8 text file: copy its bytes, no decode and re-encode
+                fh.flush()
+                shutil.copyfileobj(text.buffer, fh.buffer, 1 << 20)
             else:
                 shutil.copyfileobj(text, fh, 1 << 20)
             fh.flush()
