@@ -1,6 +1,6 @@
 """`llm-fairness-check`: argument parsing only; every stage lives in the library.
 
-Exit codes: 0 pass, 1 fail, 2 bad input, 3 illustrative, 4 undefined.
+Exit codes: 0 pass, 1 fail, 2 bad input, 3 inconclusive, 4 undefined (see fairness/audit/_gate.py).
 """
 
 from __future__ import annotations
@@ -109,8 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("name", choices=["results", "manifest"])
 
     from fairness.cli._audit import register
+    from fairness.cli._init import register as register_init
 
     register(sub, _add_suite)
+    register_init(sub)
     return parser
 
 

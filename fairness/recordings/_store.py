@@ -15,6 +15,7 @@ import datetime as _dt
 import difflib
 import functools
 import gzip
+import hashlib
 import json
 import os
 import shutil
@@ -25,7 +26,7 @@ from typing import Any, TextIO
 
 from pydantic import Field, ValidationError
 
-from fairness._util.canonical import canonical_json, sha256_file, sha256_json, sha256_text
+from fairness._util.canonical import canonical_json, sha256_file, sha256_text
 from fairness._util.errors import FairnessError, validation_message
 from fairness._util.io import load_json
 from fairness._util.models import Strict
@@ -60,13 +61,20 @@ def _params_json(params: SamplingParams) -> str:
 
 
 def grid_hash(cases: Iterable[Case], system_prompt: str) -> str:
-    """Hash of what the grid asks a model, independent of which model answers."""
-    return sha256_json(
-        {
-            "system_prompt": system_prompt,
-            "rows": [[c.row_id, c.prompt, c.params.model_dump(), c.seed] for c in cases],
-        }
-    )
+    """Hash of what the grid asks a model, independent of which model answers.
+
+    The sha256 of the canonical JSON of `{"system_prompt", "rows": [[row_id, prompt, params,
+    seed], …]}`, fed to the hash row by row (sorted keys: `rows` first), so a streamed grid
+    is hashed without holding its rows.
+    """
+    h = hashlib.sha256(b'{"rows":[')
+    sep = b""
+    for c in cases:
+        row = "[" + canonical_json(c.row_id) + "," + canonical_json(c.prompt) + "," + _params_json(c.params) + "," + canonical_json(c.seed) + "]"
+        h.update(sep + row.encode("utf-8"))
+        sep = b","
+    h.update(('],"system_prompt":' + canonical_json(system_prompt) + "}").encode("utf-8"))
+    return h.hexdigest()
 
 
 class DataFile(Strict):
