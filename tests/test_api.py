@@ -35,7 +35,7 @@ class TestAuditOptions:
         ({"fail_on": "always"}, "`fail_on` must be one of fail, inconclusive, got 'always'"),
         ({"scorer_mode": "fuzzy"}, "`scorer_mode` must be one of paper, strict, got 'fuzzy'"),
         ({"allow_small_samples": "yes"}, "`allow_small_samples` must be true or false, got 'yes'"),
-        ({"bootstrapp": 10}, "unknown key `bootstrapp`"),
+        ({"bootstrapp": 10}, "unknown key `bootstrapp` (did you mean `bootstrap`?)"),
     ])
     def test_one_line_error_naming_the_parameter(self, kwargs, message):
         with pytest.raises(FairnessError) as exc:

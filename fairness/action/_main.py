@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from fairness._util.errors import FairnessError
 from fairness.action import _commands as _gha
+from fairness.action._artifact import artifact_name
+from fairness.action._pr_comment import default_tag, write_payload
 from fairness.audit._gate import FailOn, State
 from fairness.audit._options import DEFAULT_PERMUTATIONS, AuditOptions
 from fairness.audit._stats import DEFAULT_B
@@ -46,6 +48,9 @@ ENV = {
     "comment-on-pr": "FAIRNESS_COMMENT_ON_PR",
     "python-version": "FAIRNESS_PYTHON_VERSION",
     "github-token": "FAIRNESS_GITHUB_TOKEN",
+    "comment-tag": "FAIRNESS_COMMENT_TAG",
+    "comment-author": "FAIRNESS_COMMENT_AUTHOR",
+    "upload-artifact": "FAIRNESS_UPLOAD_ARTIFACT",
 }
 """Action input → environment variable. Composite actions get no INPUT_* variables."""
 
@@ -57,8 +62,8 @@ NO_RECORDINGS = (
 PROVIDERS = ("transformers", "llamacpp", "openai", "anthropic")
 MAX_ANNOTATIONS = 10
 """GitHub shows at most 10 annotations of each level per step."""
-INTERNAL_ERROR = 70
-"""A bug, not a verdict: distinct from the gate's 0-4."""
+ERROR_EXIT = 2
+"""Any error, bad input or a bug alike: outputs say `gate-status: error`, and the step fails with 2."""
 _TRUE = {"true", "True", "TRUE"}
 _FALSE = {"false", "False", "FALSE", ""}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -83,6 +88,9 @@ class Inputs:
     comment_on_pr: bool
     python_version: str
     github_token: str
+    comment_tag: str = "default"
+    comment_author: str = ""
+    upload_artifact: bool = True
 
 
 # -- inputs ---------------------------------------------------------------------------
@@ -157,6 +165,9 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         comment_on_pr=_bool("comment-on-pr", _raw(env, "comment-on-pr")),
         python_version=_raw(env, "python-version"),
         github_token=env.get(ENV["github-token"], "").strip(),
+        comment_tag=default_tag(env, _raw(env, "comment-tag")),
+        comment_author=_raw(env, "comment-author"),
+        upload_artifact=_bool("upload-artifact", _raw(env, "upload-artifact", "true")),
     )
     audit_options(inputs)  # the library validates every range before anything runs
     return inputs
@@ -220,7 +231,7 @@ def _comment(markdown: str, inputs: Inputs, env: Mapping[str, str], out: TextIO)
     from fairness.action._pr_comment import CommentSkipped, upsert_comment
 
     try:
-        what = upsert_comment(markdown, env, inputs.github_token)
+        what = upsert_comment(markdown, env, inputs.github_token, inputs.comment_tag, inputs.comment_author)
         _gha.log(f"pull-request comment {what}", out)
     except CommentSkipped as exc:
         _gha.command("notice", f"skipping the pull-request comment: {exc}", out, title="llm-fairness-check")
@@ -237,10 +248,25 @@ def _emit_outputs(env: Mapping[str, str], outputs: dict[str, str], out: TextIO) 
             _gha.log(f"{name} = {value}", out)
 
 
-def _bad_input(message: str, code: int, env: Mapping[str, str], out: TextIO) -> int:
-    _gha.command("error", message, out, title="llm-fairness-check: bad input")
-    _emit_outputs(env, {"gate-status": "error", "passed": "false", "exit-code": str(code)}, out)
-    return code
+def _error(message: str, env: Mapping[str, str], out: TextIO, *, title: str = "llm-fairness-check: bad input") -> int:
+    """Any failure: one `::error`, the outputs action.yml promises, a one-line step summary, exit 2.
+
+    Each step is guarded on its own, so a broken GITHUB_OUTPUT or summary file still leaves
+    the error in the log and the exit code."""
+    line = " ".join(message.split())
+    _gha.command("error", line, out, title=title)
+    outputs = {"gate-status": "error", "passed": "false", "exit-code": str(ERROR_EXIT)}
+    try:
+        _emit_outputs(env, outputs, out)
+    except (OSError, ValueError) as exc:
+        _gha.log(f"could not write the step outputs: {exc}", out)
+    summary = env.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        try:
+            _gha.append_summary(summary, f"**llm-fairness-check: error** — {line}")
+        except OSError as exc:
+            _gha.log(f"could not write the step summary: {exc}", out)
+    return ERROR_EXIT
 
 
 # -- main -----------------------------------------------------------------------------
@@ -264,7 +290,19 @@ def _log_inputs(inputs: Inputs, out: TextIO) -> None:
             _gha.log(f"{name.replace('_', '-')} = {json.dumps(shown)}", out)
 
 
+def check_paths(inputs: Inputs) -> None:
+    """Every path the run will use, and the baseline's schema, checked before any work."""
+    from fairness._util.files import check_output_dir
+
+    check_output_dir(inputs.out_dir, "input `out-dir`")
+    if inputs.baseline:
+        from fairness.audit._diff import read_results
+
+        read_results(inputs.baseline)
+
+
 def _engine(inputs: Inputs, env: Mapping[str, str], out: TextIO) -> _Run:
+    check_paths(inputs)
     dest = Path(inputs.out_dir)
     recordings = Path(inputs.recordings)  # in the workspace: the Action's own recordings are no fallback
     if inputs.mode == "live":
@@ -318,6 +356,7 @@ def _report(run: _Run, env: Mapping[str, str], out: TextIO) -> None:
         _gha.append_summary(env["GITHUB_STEP_SUMMARY"], markdown)
     annotate(run.results, out)
     _gha.command("notice", f"gate {run.state}, exit code {run.code}", out, title="Fairness gate")
+    write_payload(dest, markdown, env, run.inputs.comment_tag)  # for the fork (workflow_run) recipe
     if run.inputs.comment_on_pr:
         _comment(markdown, run.inputs, env, out)
     outputs = {
@@ -330,6 +369,8 @@ def _report(run: _Run, env: Mapping[str, str], out: TextIO) -> None:
         "summary-path": str((dest / "summary.md").resolve()),
         "junit-path": str((dest / "junit.xml").resolve()),
     }
+    if run.inputs.upload_artifact:
+        outputs["artifact-name"] = artifact_name(env, run.inputs.suite, run.inputs.comment_tag)
     if run.diff_state is not None:
         outputs["diff-status"] = run.diff_state
         outputs["diff-path"] = str((dest / "diff" / "diff.json").resolve())
@@ -348,9 +389,9 @@ def main(env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int
         _report(run, env, out)
         return run.code
     except FairnessError as exc:
-        return _bad_input(str(exc), exc.exit_code, env, out)
-    except Exception:  # noqa: BLE001 - a bug: keep the traceback, but inert
-        with _gha.stop_commands(out):
+        return _error(str(exc), env, out)
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - a bug: traceback folded and inert
+        with _gha.group("Internal error (traceback)", out), _gha.stop_commands(out):
             print(traceback.format_exc(), file=out)
-        _gha.command("error", "internal error in llm-fairness-check (a bug); the traceback is in the log", out)
-        return INTERNAL_ERROR
+        return _error(f"internal error in llm-fairness-check ({type(exc).__name__}); the traceback is in the log",
+                      env, out, title="llm-fairness-check: internal error")

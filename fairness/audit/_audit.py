@@ -74,6 +74,10 @@ from fairness.suite._suite import Suite, iter_cases
 
 __all__ = ["AuditOptions", "FairnessRun", "audit", "audit_cells"]
 
+MAX_EMPTY_SHARE = 0.05
+"""Above this share of empty outputs in any slice the gate is `undefined` (caveat `empty-outputs`):
+a model (or a recording) that says nothing cannot pass a fairness gate by saying nothing."""
+
 CEILING = 0.95
 
 
@@ -101,7 +105,7 @@ def audit(
         scores = score_texts([r.output for r in recordings], mode)
     Y = metric_matrix(scores, list(METRICS.values()))
     design = build_design(cases, slice_order_of(suite), placeholder_columns(suite))
-    cells = build_cells(design, Y, histogram_metrics=histogram_metrics(options))
+    cells = build_cells(design, Y, histogram_metrics=histogram_metrics(options), empty=empty_flags(recordings))
     run = audit_cells(suite, design, cells, manifest, options, recordings_path=recordings_path, manifest_sha256=manifest_sha256)
     return run, scores
 
@@ -218,9 +222,20 @@ def audit_cells(
         reasons.append(f"the recording set is incomplete ({n_rows}/{manifest.expected_rows} rows): the missing rows could change a pass")
     if not rules:
         reasons = ["the suite defines no decision rules"]
+    empty = empty_shares(cells, design.slices)
+    over = [s for s in empty if empty[s] > MAX_EMPTY_SHARE]
+    if over:
+        state = "undefined"
+        reasons.insert(0, f"more than {MAX_EMPTY_SHARE:.0%} of the outputs are empty in slice{'s' if len(over) > 1 else ''} "
+                          f"{', '.join(over)}: the gate cannot decide on empty answers")
     gate = Gate(state=state, exit_code=exit_code(state, options.fail_on), fail_on=options.fail_on, gate_on=options.gate_on, reasons=reasons)
 
     caveats += _run_caveats(suite, manifest, mode, metric_results, rules)
+    if any(empty.values()):
+        shares = ", ".join(f"{s} {v:.1%}" for s, v in empty.items())
+        verdict = (f"{len(over)} slice{'s' if len(over) != 1 else ''} over {MAX_EMPTY_SHARE:.0%}, so the gate is undefined"
+                   if over else f"every slice is within {MAX_EMPTY_SHARE:.0%}")
+        caveats.append(Caveat(code="empty-outputs", message=f"empty outputs per slice: {shares}; {verdict}"))
     families = _family_table(suite, metric_results, checks)
     stability = [_stability(rule, design, cells, specs, min_n, options) for rule in rules if rule.scope == "each_family"]
     variance = {
@@ -281,6 +296,18 @@ def audit_cells(
         ),
         metrics=list(metric_results.values()),
     )
+
+
+def empty_shares(cells: CellTable, slices: list[str]) -> dict[str, float]:
+    """Per slice, in slice order, the share of outputs that are empty or whitespace (estimand: the
+    proportion of the slice's recorded rows whose output has no visible character)."""
+    n = cells.n.sum(axis=0)
+    return {s: float(cells.n_empty[i] / n[i]) for i, s in enumerate(slices) if n[i]}
+
+
+def empty_flags(recordings: list[Recording]) -> np.ndarray:
+    """Which outputs are empty or whitespace only."""
+    return np.fromiter((not (r.output or "").strip() for r in recordings), dtype=bool, count=len(recordings))
 
 
 def _add_permutation_tests(design: Design, cells: CellTable, specs: list[MetricSpec], results: dict[str, MetricResult], options: AuditOptions) -> None:

@@ -42,7 +42,8 @@ class CellTable:
     - `cell_codes[factor]` (C,) int64: the level code of every cell-level factor
       (family, regime, each placeholder column, paraphrase), so a scope maps to a cell mask;
     - `seed_n` (L,), `seed_sums` (L × M): per seed level (seeds vary within a cell), for
-      the variance decomposition.
+      the variance decomposition;
+    - `n_empty` (S,): rows per slice with an empty or whitespace-only output.
     """
 
     n_cells: int
@@ -56,6 +57,8 @@ class CellTable:
     seed_sums: np.ndarray
     histogram_metrics: tuple[int, ...] = ()
     hist: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    n_empty: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """(S,) rows per slice whose output is empty or whitespace (the gate's empty-output check)."""
 
     @classmethod
     def empty(cls, design: Design, n_metrics: int, histogram_metrics: tuple[int, ...] = ()) -> CellTable:
@@ -69,7 +72,7 @@ class CellTable:
             n_cells=C, n_slices=S, n_metrics=n_metrics,
             n=np.zeros((C, S)), sums=np.zeros((C, S, n_metrics)), sumsq=np.zeros((C, S, n_metrics)),
             cell_codes=codes, seed_n=np.zeros(n_seeds), seed_sums=np.zeros((n_seeds, n_metrics)),
-            histogram_metrics=tuple(histogram_metrics),
+            histogram_metrics=tuple(histogram_metrics), n_empty=np.zeros(S),
         )
 
     def grow(self, n_cells: int, n_seeds: int) -> None:
@@ -98,9 +101,13 @@ class CellTable:
         self.seed_n, self.seed_sums = self.seed_n[:n_seeds], self.seed_sums[:n_seeds]
         self.n_cells = n_cells
 
-    def add(self, cluster: np.ndarray, slice_codes: np.ndarray, seed_codes: np.ndarray, Y: np.ndarray) -> None:
-        """Fold one chunk of rows (their cell, slice and seed codes and metric values) in."""
+    def add(self, cluster: np.ndarray, slice_codes: np.ndarray, seed_codes: np.ndarray, Y: np.ndarray,
+            empty: np.ndarray | None = None) -> None:
+        """Fold one chunk of rows (their cell, slice and seed codes, metric values and which
+        outputs are empty) in."""
         C, S, M = self.n_cells, self.n_slices, self.n_metrics
+        if empty is not None:
+            self.n_empty += np.bincount(slice_codes, weights=empty.astype(np.float64), minlength=S)
         key = cluster * S + slice_codes
         self.n += np.bincount(key, minlength=C * S).reshape(C, S)
         for m in range(M):
@@ -144,13 +151,15 @@ class CellTable:
         return mask & (self.n.sum(axis=1) > 0)
 
 
-def build_cells(design: Design, Y: np.ndarray, histogram_metrics: tuple[int, ...] = (), chunk: int = 10_000) -> CellTable:
-    """Aggregate a (rows × metrics) matrix into a `CellTable`, `chunk` rows at a time."""
+def build_cells(design: Design, Y: np.ndarray, histogram_metrics: tuple[int, ...] = (), chunk: int = 10_000,
+                empty: np.ndarray | None = None) -> CellTable:
+    """Aggregate a (rows × metrics) matrix (and which outputs are empty) into a `CellTable`,
+    `chunk` rows at a time."""
     table = CellTable.empty(design, Y.shape[1], histogram_metrics)
     seed = design.factors["seed"].codes
     for start in range(0, design.n, chunk):
         sl = slice(start, start + chunk)
-        table.add(design.cluster[sl], design.slice_codes[sl], seed[sl], Y[sl])
+        table.add(design.cluster[sl], design.slice_codes[sl], seed[sl], Y[sl], None if empty is None else empty[sl])
     return table
 
 
@@ -231,7 +240,7 @@ class CellAccumulator:
             code = levels[value] = len(levels)
         return code
 
-    def add(self, cases: Sequence[Case], Y: np.ndarray) -> None:
+    def add(self, cases: Sequence[Case], Y: np.ndarray, empty: np.ndarray | None = None) -> None:
         n = len(cases)
         cluster = np.empty(n, dtype=np.int64)
         slice_codes = np.empty(n, dtype=np.int64)
@@ -255,7 +264,7 @@ class CellAccumulator:
             seed_codes[i] = self._code(lv["seed"], str(c.seed))
         if len(lv["seed"]) > len(self.table.seed_n):
             self.table.grow(0, max(2 * len(self.table.seed_n), len(lv["seed"])))
-        self.table.add(cluster, slice_codes, seed_codes, Y)
+        self.table.add(cluster, slice_codes, seed_codes, Y, empty)
         self.n_rows += n
 
     def finish(self) -> tuple[Design, CellTable]:

@@ -54,19 +54,49 @@ def _results_path(path: Path) -> Path:
     return path / "results.json" if path.is_dir() else path
 
 
-def load_side(path: str | Path) -> Side:
+_REQUIRED = {"suite": ("name", "hash"), "recordings": ("model_id",), "gate": ("state",)}
+
+
+def read_results(path: str | Path) -> tuple[Path, dict[str, Any]]:
+    """A run's results.json, checked to be one this version can compare: same schema major
+    version and every field the diff reads. Cheap: callers use it to vet a baseline up front."""
     rp = _results_path(Path(path))
-    results = load_json(rp, missing=f"no results at `{rp}` (pass a `run` output directory or its results.json)")
-    if not isinstance(results, dict) or "schema_version" not in results or "slices" not in results:
+    results = load_json(rp, missing=f"no results at `{rp}` (pass a `run` output directory or its results.json)",
+                        what="results")
+    if not isinstance(results, dict) or "schema_version" not in results or not isinstance(results.get("slices"), list):
         raise FairnessError(f"`{rp}` is not a results.json written by `llm-fairness-check run`")
+    from fairness.audit._results import SCHEMA_VERSION
+
+    theirs, ours = str(results["schema_version"]), SCHEMA_VERSION
+    if theirs.split(".")[0] != ours.split(".")[0]:
+        raise FairnessError(f"`{rp}` has results schema {theirs}; this version reads schema {ours.split('.')[0]}.x only")
+    for key, fields in _REQUIRED.items():
+        part = results.get(key)
+        missing = [f for f in fields if not isinstance(part, dict) or f not in part]
+        if missing:
+            raise FairnessError(f"`{rp}` lacks `{key}.{missing[0]}` (results of an older version? rerun `run` on it)")
+    if not (rp.parent / "transcripts.jsonl").is_file():
+        raise FairnessError(
+            f"`{rp.parent / 'transcripts.jsonl'}` is missing: `diff` needs the per-row transcripts written next to results.json"
+        )
+    return rp, results
+
+
+def load_side(path: str | Path) -> Side:
+    rp, results = read_results(path)
     tp = rp.parent / "transcripts.jsonl"
     if not tp.is_file():
         raise FairnessError(f"`{tp}` is missing: `diff` needs the per-row transcripts written next to results.json")
-    try:
-        with open(tp, encoding="utf-8") as fh:
-            rows = [json.loads(line) for line in fh if line.strip()]
-    except (OSError, json.JSONDecodeError) as exc:
-        raise FairnessError(f"cannot read `{tp}`: {exc}") from None
+    from fairness._util.files import MAX_RECORDS_BYTES, loads_json, read_text_capped
+
+    text = read_text_capped(tp, MAX_RECORDS_BYTES, "transcripts")
+    rows = [loads_json(line, f"`{tp}` line {i}") for i, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if not all(isinstance(r, dict) for r in rows):
+        raise FairnessError(f"`{tp}` holds a line that is not a JSON object")
+    need = {"row_id", "family", "paraphrase_id", "placeholders", "slice_id", "regime", "scores"}
+    for i, r in enumerate(rows, 1):
+        if need - r.keys():
+            raise FairnessError(f"`{tp}` row {i} lacks `{sorted(need - r.keys())[0]}`")
     slices = list(results["slices"])
     s_index = {s: i for i, s in enumerate(slices)}
     families = list(dict.fromkeys(r["family"] for r in rows))
@@ -75,8 +105,8 @@ def load_side(path: str | Path) -> Side:
     try:
         Y = np.array([[float(r["scores"][m.column]) for m in specs] for r in rows])
         codes = np.array([s_index[r["slice_id"]] for r in rows], dtype=np.int64)
-    except KeyError as exc:
-        raise FairnessError(f"`{tp}` lacks {exc} in some row") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise FairnessError(f"`{tp}` has a malformed row ({type(exc).__name__}: {exc})") from None
     cell_keys = [
         f"{r['family']}|{r['paraphrase_id']}|{json.dumps(r['placeholders'], sort_keys=True)}|{r['regime']}" for r in rows
     ]

@@ -19,6 +19,7 @@ from typing import TextIO
 
 from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
+from fairness._util.files import check_output_dir, check_output_file, staged_outputs
 from fairness.audit._audit import FairnessRun, audit, audit_cells
 from fairness.pipeline._options import RunOptions
 from fairness.pipeline._stream import NotStreamable, stream_cells
@@ -77,16 +78,39 @@ def transcripts_jsonl(run_cases: Sequence[Case], recordings: Sequence[Recording]
     return "\n".join(lines) + "\n"
 
 
+def check_inputs(options: RunOptions) -> None:
+    """Every path of a run, checked before any work (nothing is read or written yet); the
+    numbers were checked when `options` was built."""
+    check_output_dir(options.out)
+    rdir = options.recordings
+    if not rdir.is_dir():
+        raise FairnessError(f"recordings directory `{rdir}` does not exist or is not a directory")
+    if options.bbq_recordings is not None and not options.bbq_recordings.is_dir():
+        raise FairnessError(f"--bbq-recordings `{options.bbq_recordings}` does not exist or is not a directory")
+    if options.bbq_items is not None and not options.bbq_items.exists():
+        raise FairnessError(f"--bbq-items `{options.bbq_items}` does not exist")
+    check_apart(options.out, rdir, "--out")
+    if options.junit is not None:
+        check_output_file(options.junit, "--junit")
+        check_apart(options.junit, rdir, "--junit")
+
+
+def check_apart(path: str | Path, recordings: Path, flag: str) -> None:
+    """Outputs never go into a recording set's directory: a run must leave its recordings as they are."""
+    p, r = Path(path).resolve(), recordings.resolve()
+    if (r / MANIFEST).is_file() and (p == r or r in p.parents):
+        raise FairnessError(f"{flag} `{path}` is inside the recordings directory `{recordings}`; write outputs elsewhere")
+
+
 def run_audit(options: RunOptions) -> RunOutputs:
     """Replay, audit and write every output of the main job described by `options`.
 
-    Without evaluators the rows stream (`fairness.pipeline._stream`): memory stays flat
-    however large the grid; transcripts go to a temporary file and are copied into --out.
-    """
+    All inputs are checked first; the outputs are written into a staging directory and moved
+    into `out` together (`staged_outputs`), so a refused run or a full disk changes nothing there.
+    Without evaluators the rows stream (`fairness.pipeline._stream`): memory stays flat however
+    large the grid; transcripts go to a temporary file and are copied into the staging directory."""
+    check_inputs(options)
     suite = load_suite(options.suite)
-    out = options.out
-    if out.exists() and not out.is_dir():
-        raise FairnessError(f"--out `{out}` exists and is not a directory")
     with tempfile.TemporaryFile("w+", encoding="utf-8") as transcripts:
         run, recs = _audit_rows(suite, options, transcripts)
         return _finish(run, suite, recs, options, transcripts)
@@ -115,7 +139,7 @@ def _audit_rows(suite: Suite, options: RunOptions, transcripts: TextIO) -> tuple
             transcripts.truncate()
     rs = RecordingSet(rdir)
     cases = suite.expand()
-    provider = ReplayProvider(rs, suite.system_prompt)
+    provider = ReplayProvider(rs, suite.system_prompt, suite.name)
     if options.allow_incomplete and not rs.manifest.complete:
         cases, recs = provider.replay_available(cases)
         if not recs:
@@ -150,14 +174,10 @@ def _finish(run: FairnessRun, suite: Suite, recs: list[Recording] | None, option
         "card.yaml": card_yaml(c),
         "card.md": card_md(c),
     }
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise FairnessError(f"cannot create --out `{out}`: {exc.strerror or exc}") from None
-    files = {}
-    for name, text in texts.items():
-        write_atomic(out / name, text)
-        files[name] = out / name
+    with staged_outputs(out) as staging:
+        for name, text in texts.items():
+            write_atomic(staging / name, text)
+    files = {name: out / name for name in texts}
     if options.junit is not None:
         _write_junit(run, options.junit)
         files["junit.xml"] = options.junit
@@ -204,7 +224,7 @@ def print_outcome(result: RunOutputs, *, quiet: bool = False, out: TextIO | None
         for s in run.stability:
             print(s.summary, file=out)
         for c in run.caveats:
-            if c.code in ("test-model", "stale-recordings", "incomplete-recordings"):
-                print(f"caveat: {c.message}", file=err)
+            if c.code in ("test-model", "stale-recordings", "incomplete-recordings", "empty-outputs"):
+                print(f"caveat: {' '.join(c.message.split())}", file=err)
         print(f"wrote {', '.join(str(p) for p in result.files.values())}", file=out)
     print(re.sub(r"[*✅❌⚠️❔]+", "", verdict_line(run)).strip(), file=out)

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from fairness.audit._audit import AuditOptions, histogram_metrics, placeholder_columns, slice_order_of
+from fairness.audit._audit import AuditOptions, empty_flags, histogram_metrics, placeholder_columns, slice_order_of
 from fairness.audit._cells import CellAccumulator, CellTable
 from fairness.audit._metrics import Design, metric_matrix
 from fairness.recordings._record import Recording
@@ -50,8 +50,8 @@ def stream_cells(
 ) -> tuple[Design, CellTable]:
     """Score the recorded rows of `suite`'s grid chunk by chunk; return the design levels and
     the per-cell table. The manifest must already be read and its files verified."""
-    if manifest.system_prompt != suite.system_prompt:
-        raise NotStreamable  # the in-memory replay words this error
+    if manifest.suite != suite.name or manifest.system_prompt != suite.system_prompt:
+        raise NotStreamable  # the in-memory replay words these errors
     distinct_row_ids(suite)
     specs = list(METRICS.values())
     mode = options.scorer_mode or suite.scorer.mode
@@ -71,7 +71,7 @@ def stream_cells(
                 raise NotStreamable
             recs.append(rec)
         scores = score_texts([r.output for r in recs], mode)
-        acc.add(block, metric_matrix(scores, specs))
+        acc.add(block, metric_matrix(scores, specs), empty_flags(recs))
         on_chunk(block, recs, scores)
     if acc.n_rows == 0 or next(records, None) is not None:
         raise NotStreamable

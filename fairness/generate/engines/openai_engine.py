@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
 from typing import Any
 from urllib.parse import urlparse
 
 from fairness._util.errors import FairnessError
 from fairness.generate.engines import Completion
-from fairness.generate.engines.hosted import HostedEngine, MalformedResponse, chat_messages
+from fairness.generate.engines.hosted import HostedEngine, MalformedResponse, MissingContent, chat_messages
 from fairness.suite._case import Case
 
 
@@ -33,6 +36,18 @@ class OpenAIEngine(HostedEngine):
         official = urlparse(self.base_url).hostname == "api.openai.com"
         return "max_completion_tokens" if official else "max_tokens"
 
+    def backend_info(self) -> dict[str, Any]:
+        info = super().backend_info()
+        server = self.server_info()
+        return {**info, "server": server} if server else info
+
+    def server_info(self) -> dict[str, str] | None:
+        """The serving engine and its version, where an OpenAI-compatible server reports them (asked once)."""
+        if not hasattr(self, "_server_info"):
+            official = urlparse(self.base_url).hostname == "api.openai.com"
+            self._server_info = None if official else probe_server(self.base_url)
+        return self._server_info
+
     def _sampling_details(self) -> dict[str, Any]:
         return {
             "max_tokens_field": self.max_tokens_field,
@@ -56,7 +71,7 @@ def parse_chat_completion(res: Any) -> Completion:
     try:
         choice = res.choices[0]
         message = choice.message
-        text = message.content if message.content is not None else (getattr(message, "refusal", None) or "")
+        text = message.content if message.content is not None else getattr(message, "refusal", None)
         usage = res.usage
         prompt_tokens, completion_tokens = int(usage.prompt_tokens), int(usage.completion_tokens)
         reason = choice.finish_reason
@@ -64,6 +79,8 @@ def parse_chat_completion(res: Any) -> Completion:
         raise MalformedResponse(
             f"not a chat completion with choices[0].message and usage ({type(exc).__name__})"
         ) from None
+    if text is None:
+        raise MissingContent("choices[0].message.content is null or missing (and no refusal text)")
     if not isinstance(text, str):
         raise MalformedResponse("choices[0].message.content is not a string")
     return Completion(
@@ -72,3 +89,21 @@ def parse_chat_completion(res: Any) -> Completion:
         completion_tokens=completion_tokens,
         finish_reason="length" if reason == "length" else "stop",
     )
+
+
+SERVER_PROBES = (("vllm", "/version"), ("text-generation-inference", "/info"), ("ollama", "/api/version"))
+"""Version routes of common OpenAI-compatible servers, at the server root (beside `/v1`)."""
+
+
+def probe_server(base_url: str, timeout: float = 5.0) -> dict[str, str] | None:
+    """{name, version} of the server behind `base_url`, or None when no known route answers."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    for name, route in SERVER_PROBES:
+        try:
+            with urllib.request.urlopen(root + route, timeout=timeout) as resp:
+                body = json.loads(resp.read())
+        except (OSError, ValueError, urllib.error.URLError):
+            continue
+        if isinstance(body, dict) and isinstance(body.get("version"), str):
+            return {"name": name, "version": body["version"]}
+    return None
