@@ -72,3 +72,26 @@ def test_records_out_of_grid_order_fall_back_to_the_in_memory_replay(tmp_path):
     b["recordings"].pop("manifest_sha256")
     assert a == b
     assert (tmp_path / "a/transcripts.jsonl").read_bytes() == (tmp_path / "b/transcripts.jsonl").read_bytes()
+
+
+def test_transcript_lines_are_the_rows_json(tmp_path):
+    """Each line built from pieces is exactly `json.dumps(row, ensure_ascii=False)` of its row."""
+    run_audit(RunOptions(suite=SUITE, recordings=REC, out=tmp_path / "out", audit=OPTS))
+    lines = (tmp_path / "out/transcripts.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 3200
+    keys = ["row_id", "family", "paraphrase_id", "placeholders", "slice", "slice_id", "regime", "seed", "prompt",
+            "output", "finish_reason", "scores"]
+    for line in lines:
+        row = json.loads(line)
+        assert list(row) == keys
+        assert line == json.dumps(row, ensure_ascii=False)
+
+
+def test_content_keys_equal_content_key():
+    from fairness.recordings._store import ContentKeys, content_key
+
+    suite = load_suite(SUITE)
+    keys = ContentKeys("m", "sys")
+    cases = suite.expand()
+    for case in [*cases[:12], cases[40], cases[3], cases[3]]:
+        assert keys(case.prompt, case.params, case.seed) == content_key("m", "sys", case.prompt, case.params, case.seed)

@@ -45,7 +45,12 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 
 def canonical_json(value: Any) -> str:
     """Compact JSON with sorted keys and integral floats written as ints."""
+    if type(value) is str:
+        return _encode_str(value)  # what `_CANONICAL.encode` returns for a str, without its overhead
     return _CANONICAL.encode(_canon(value))
+
+
+_encode_str = json.encoder.encode_basestring
 
 
 def sha256_text(text: str) -> str:

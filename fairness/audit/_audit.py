@@ -7,6 +7,7 @@ report stage renders the returned record and nothing else.
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 from typing import Literal
 
 import numpy as np
@@ -70,7 +71,7 @@ from fairness.score._catalog import METRICS, MetricSpec
 from fairness.score._rubric import ScoreTable, load_rubric, score_texts
 from fairness.suite._case import Case
 from fairness.suite._rules import DecisionRule
-from fairness.suite._suite import Suite, iter_cases
+from fairness.suite._suite import Suite, iter_grid
 
 __all__ = ["AuditOptions", "FairnessRun", "audit", "audit_cells"]
 
@@ -566,7 +567,7 @@ def _run_caveats(suite: Suite, manifest: Manifest, mode: str, results: dict[str,
         out.append(Caveat(code="test-model", message=f"recordings come from a stand-in test model (`{manifest.model.id}`), not the audited model: {manifest.model.note}"))
     # Staleness is about what the model was asked (prompts, sampling, seeds, system prompt): a change
     # to rules, thresholds or the scorer leaves the recordings valid, and the audit applies the current ones.
-    if manifest.grid_hash != grid_hash(iter_cases(suite), suite.system_prompt):  # streamed: no list of the grid
+    if manifest.grid_hash != grid_hash(iter_grid(suite, SimpleNamespace), suite.system_prompt):  # streamed, light rows
         out.append(Caveat(code="stale-recordings", message="the recordings were made for another grid of this suite (grid hash differs); every replayed row matches its prompt, sampling and seed, but the recorded grid held other rows"))
     if not manifest.complete:
         out.append(Caveat(code="incomplete-recordings", message=f"the recording set is marked incomplete ({manifest.rows}/{manifest.expected_rows} rows)"))

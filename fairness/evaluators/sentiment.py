@@ -57,13 +57,17 @@ class VaderScorer:
             raise FairnessError(
                 "the `vader` scorer needs `vaderSentiment`: pip install 'llm-fairness-check[sentiment]'"
             ) from None
-        from vaderSentiment.vaderSentiment import BOOSTER_DICT, SentiText
+        from vaderSentiment.vaderSentiment import BOOSTER_DICT, N_SCALAR, NEGATE, SentiText
+
+        negate = frozenset(NEGATE)
 
         class _Windowed(SentimentIntensityAnalyzer):
             """VADER's scores, computed faster: its negation and idiom checks lower-case the
             whole token list for every sentiment word (quadratic in the text); they read
             only tokens i−3 … i+2, so they get that window, and the same answers. A text
-            without emoji skips the character-by-character emoji rewrite (a no-op then)."""
+            without emoji skips the character-by-character emoji rewrite (a no-op then), a word
+            outside the lexicon gets its 0 here rather than through `sentiment_valence`, and the
+            negation check tests its one word against a set instead of a list."""
 
             def polarity_scores(self, text):
                 if not isinstance(text, str) or not self._emoji_chars.isdisjoint(text):
@@ -73,9 +77,11 @@ class VaderScorer:
                 sentitext = SentiText(text)
                 sentiments: list = []
                 words_and_emoticons = sentitext.words_and_emoticons
+                lexicon = self.lexicon
                 for i, item in enumerate(words_and_emoticons):
                     valence = 0
-                    if item.lower() in BOOSTER_DICT:
+                    low = item.lower()
+                    if low in BOOSTER_DICT or low not in lexicon:  # sentiment_valence appends 0 for a non-lexicon word
                         sentiments.append(valence)
                         continue
                     if i < len(words_and_emoticons) - 1 and item.lower() == "kind" and words_and_emoticons[i + 1].lower() == "of":
@@ -87,8 +93,30 @@ class VaderScorer:
 
             @staticmethod
             def _negation_check(valence, words_and_emoticons, start_i, i):
-                lo = max(0, i - 3)
-                return SentimentIntensityAnalyzer._negation_check(valence, words_and_emoticons[lo : i + 3], start_i, i - lo)
+                # SentimentIntensityAnalyzer._negation_check (3.3.2) on the 1–3 lower-cased words it reads;
+                # `negated([w])` is `w in NEGATE or "n't" in w`
+                w = words_and_emoticons
+                if start_i == 0:
+                    a = w[i - 1].lower()
+                    if a in negate or "n't" in a:
+                        valence = valence * N_SCALAR
+                elif start_i == 1:
+                    a, b = w[i - 2].lower(), w[i - 1].lower()
+                    if a == "never" and (b == "so" or b == "this"):
+                        valence = valence * 1.25
+                    elif a == "without" and b == "doubt":
+                        pass
+                    elif a in negate or "n't" in a:
+                        valence = valence * N_SCALAR
+                elif start_i == 2:
+                    a, b, c = w[i - 3].lower(), w[i - 2].lower(), w[i - 1].lower()
+                    if (a == "never" and (b == "so" or b == "this")) or (c == "so" or c == "this"):
+                        valence = valence * 1.25
+                    elif a == "without" and (b == "doubt" or c == "doubt"):
+                        pass
+                    elif a in negate or "n't" in a:
+                        valence = valence * N_SCALAR
+                return valence
 
             @staticmethod
             def _special_idioms_check(valence, words_and_emoticons, i):

@@ -15,7 +15,9 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
+
+import numpy as np
 
 from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
@@ -54,28 +56,54 @@ _TRANSCRIPT = json.JSONEncoder(ensure_ascii=False)
 """What `json.dumps(row, ensure_ascii=False)` builds per call; one per process."""
 
 
+_encode_str = json.encoder.encode_basestring  # what `_TRANSCRIPT` writes for a str (ensure_ascii=False)
+
+
+def _score_column(column: np.ndarray) -> tuple[str, list]:
+    """A `%` conversion and the values that make a score column's JSON as `_TRANSCRIPT` writes it."""
+    if column.dtype.kind in "iu":
+        return "%d", column.tolist()
+    if column.dtype.kind == "b":
+        return "%s", ["true" if v else "false" for v in column.tolist()]
+    return "%s", [_TRANSCRIPT.encode(v) for v in column.tolist()]  # floats: repr, NaN, Infinity
+
+
 def transcripts_jsonl(run_cases: Sequence[Case], recordings: Sequence[Recording], scores: ScoreTable) -> str:
     """One line per grid row: its coordinates, prompt, recorded output and scores (`scores` in grid order)."""
-    names = list(scores.columns)
-    score_rows = zip(*(scores.columns[k].tolist() for k in names), strict=True)
+    return transcript_lines(run_cases, join_rows(run_cases, recordings), scores)
+
+
+def transcript_lines(run_cases: Sequence[Any], recordings: Sequence[Any], scores: ScoreTable) -> str:
+    """`transcripts_jsonl` for records already joined to their rows (`recordings[i]` answers
+    `run_cases[i]`), as the streamed replay has them.
+
+    Each line is the JSON of `{row_id, family, paraphrase_id, placeholders, slice, slice_id, regime,
+    seed, prompt, output, finish_reason, scores}` (`json.dumps(..., ensure_ascii=False)`), made by
+    one `%` format per row: the part shared by a prompt's rows (coordinates and prompt) is encoded
+    into the format once for each run of consecutive rows sharing it, and the scores fill it as numbers."""
+    enc = _encode_str
+    convs, columns = zip(*map(_score_column, scores.columns.values()), strict=True) if scores.columns else ((), ())
+    score_fmt = "{" + ", ".join(f"{enc(k).replace('%', '%%')}: {c}" for k, c in zip(scores.columns, convs, strict=True)) + "}}"
     lines = []
-    for case, rec, values in zip(run_cases, join_rows(run_cases, recordings), score_rows, strict=True):
-        row = {
-            "row_id": case.row_id,
-            "family": case.family,
-            "paraphrase_id": case.paraphrase_id,
-            "placeholders": case.placeholders,
-            "slice": case.slice,
-            "slice_id": case.slice_id,
-            "regime": case.regime,
-            "seed": case.seed,
-            "prompt": case.prompt,
-            "output": rec.output,
-            "finish_reason": rec.finish_reason,
-            "scores": dict(zip(names, values, strict=True)),
-        }
-        lines.append(_TRANSCRIPT.encode(row))
+    shared: tuple = ()
+    fmt = ""
+    for case, rec, values in zip(run_cases, recordings, zip(*columns, strict=True), strict=True):
+        key = (case.family, case.paraphrase_id, case.placeholders, case.slice, case.slice_id, case.regime, case.prompt)
+        if key != shared or not (_same_order(key[2], shared[2]) and _same_order(key[3], shared[3])):
+            shared = key
+            part = _TRANSCRIPT.encode({
+                "family": case.family, "paraphrase_id": case.paraphrase_id, "placeholders": case.placeholders,
+                "slice": case.slice, "slice_id": case.slice_id, "regime": case.regime,
+            })
+            fmt = ('{"row_id": %s, ' + part[1:-1].replace("%", "%%") + ', "seed": %d, "prompt": '
+                   + enc(case.prompt).replace("%", "%%") + ', "output": %s, "finish_reason": %s, "scores": ' + score_fmt)
+        lines.append(fmt % (enc(case.row_id), case.seed, enc(rec.output), enc(rec.finish_reason), *values))
     return "\n".join(lines) + "\n"
+
+
+def _same_order(a: dict, b: dict) -> bool:
+    """Equal dicts (already compared) that also encode alike: the same object, or keys in the same order."""
+    return a is b or list(a) == list(b)
 
 
 def check_inputs(options: RunOptions) -> None:
@@ -132,7 +160,7 @@ def _audit_rows(suite: Suite, options: RunOptions, transcripts: TextIO) -> tuple
             with contextlib.suppress(NotStreamable):
                 design, cells = stream_cells(
                     suite, rdir, manifest, options.audit,
-                    lambda cases, recs, scores: transcripts.write(transcripts_jsonl(cases, recs, scores)),
+                    lambda cases, recs, scores: transcripts.write(transcript_lines(cases, recs, scores)),
                 )
                 return audit_cells(suite, design, cells, manifest, options.audit, recordings_path=shown, manifest_sha256=sha), None
             transcripts.seek(0)

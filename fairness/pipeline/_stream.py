@@ -23,7 +23,7 @@ from fairness.audit._audit import AuditOptions, empty_flags, histogram_metrics, 
 from fairness.audit._cells import CellAccumulator, CellTable
 from fairness.audit._metrics import Design, metric_matrix
 from fairness.recordings._record import Recording
-from fairness.recordings._store import Manifest, content_key, iter_records
+from fairness.recordings._store import ContentKeys, Manifest, iter_records
 from fairness.score._catalog import METRICS
 from fairness.score._rubric import ScoreTable, score_texts
 from fairness.suite._suite import Suite, distinct_row_ids, iter_grid
@@ -58,7 +58,7 @@ def stream_cells(
     acc = CellAccumulator(slice_order_of(suite), placeholder_columns(suite), len(specs), histogram_metrics(options))
     records = _records(directory, manifest)
     cases = iter_grid(suite, SimpleNamespace)  # light rows with `Case`'s fields; none outlives its chunk
-    model_id, system_prompt = manifest.model.id, manifest.system_prompt
+    key_of = ContentKeys(manifest.model.id, manifest.system_prompt)
     while True:
         block: list[Any] = list(itertools.islice(cases, chunk))
         if not block:
@@ -67,7 +67,7 @@ def stream_cells(
         for case in block:
             rec = next(records, None)
             if (rec is None or rec.row_id != case.row_id
-                    or rec.key != content_key(model_id, system_prompt, case.prompt, case.params, case.seed)):
+                    or rec.key != key_of(case.prompt, case.params, case.seed)):
                 raise NotStreamable
             recs.append(rec)
         scores = score_texts([r.output for r in recs], mode)

@@ -57,22 +57,54 @@ def content_key(model_id: str, system_prompt: str, prompt: str, params: Sampling
     )
 
 
+class ContentKeys:
+    """`content_key` for one model and system prompt, row after row: the sha256 state of the part
+    up to the seed is kept while the prompt and params repeat (a grid's seeds of one prompt and
+    regime are consecutive) and copied for each seed, so the prompt is encoded once, not per row."""
+
+    def __init__(self, model_id: str, system_prompt: str) -> None:
+        self._head = '{"model":' + canonical_json(model_id) + ',"params":'
+        self._tail = (',"system_prompt":' + canonical_json(system_prompt) + "}").encode("utf-8")
+        self._prompt: str | None = None
+        self._params: SamplingParams | None = None
+        self._state = hashlib.sha256()
+
+    def __call__(self, prompt: str, params: SamplingParams, seed: int) -> str:
+        if params is not self._params or prompt != self._prompt:
+            self._prompt, self._params = prompt, params
+            text = self._head + _params_json(params) + ',"prompt":' + canonical_json(prompt) + ',"seed":'
+            self._state = hashlib.sha256(text.encode("utf-8"))
+        h = self._state.copy()
+        h.update(str(int(seed)).encode("ascii") + self._tail)
+        return h.hexdigest()
+
+
 @functools.lru_cache(maxsize=256)
 def _params_json(params: SamplingParams) -> str:
     return canonical_json(params.model_dump())
 
 
-def grid_hash(cases: Iterable[Case], system_prompt: str) -> str:
+def grid_hash(cases: Iterable[Any], system_prompt: str) -> str:
     """Hash of what the grid asks a model, independent of which model answers.
 
     The sha256 of the canonical JSON of `{"system_prompt", "rows": [[row_id, prompt, params,
     seed], …]}`, fed to the hash row by row (sorted keys: `rows` first), so a streamed grid
-    is hashed without holding its rows.
+    is hashed without holding its rows. `cases` are `Case`s or light rows with their fields
+    (`iter_grid`); a prompt's rows are consecutive, so its JSON is made once.
     """
     h = hashlib.sha256(b'{"rows":[')
     sep = b""
+    last_prompt, prompt_json = None, ""
+    last_params, params_json = None, ""
+    seed_json: dict[tuple[type, int], str] = {}
     for c in cases:
-        row = "[" + canonical_json(c.row_id) + "," + canonical_json(c.prompt) + "," + _params_json(c.params) + "," + canonical_json(c.seed) + "]"
+        if c.prompt != last_prompt:  # a prompt's rows are consecutive: encode it once
+            last_prompt, prompt_json = c.prompt, canonical_json(c.prompt)
+        if c.params is not last_params:
+            last_params, params_json = c.params, _params_json(c.params)
+        if (sj := seed_json.get((type(c.seed), c.seed))) is None:
+            sj = seed_json[(type(c.seed), c.seed)] = canonical_json(c.seed)
+        row = "[" + canonical_json(c.row_id) + "," + prompt_json + "," + params_json + "," + sj + "]"
         h.update(sep + row.encode("utf-8"))
         sep = b","
     h.update(('],"system_prompt":' + canonical_json(system_prompt) + "}").encode("utf-8"))
