@@ -133,22 +133,16 @@ def _distances(
 
 
 def _lexical(tokens: list[list[str]], idx: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    from scipy import sparse  # loaded when used
-
-    vocab: dict[str, int] = {}
-    rows, cols = [], []
-    for i, t in enumerate(tokens):
-        for w in set(t):
-            rows.append(i)
-            cols.append(vocab.setdefault(w, len(vocab)))
-    x = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(tokens), max(len(vocab), 1)))
-    size = np.asarray(x.sum(axis=1)).ravel()
+    """1 − Jaccard of word sets within each stratum (a stratum's few outputs: set intersections
+    beat a sparse product and its import)."""
+    sets = [set(t) for t in tokens]
     out = np.zeros(idx.shape + idx.shape[-1:])
     for s in range(idx.shape[0]):
         k = int(valid[s].sum())
-        sub = x[idx[s, :k]]
-        inter = (sub @ sub.T).toarray()
-        union = size[idx[s, :k]][:, None] + size[idx[s, :k]][None, :] - inter
+        members = [sets[i] for i in idx[s, :k].tolist()]
+        inter = np.array([[len(a & b) for b in members] for a in members], dtype=float).reshape(k, k)
+        size = np.array([len(a) for a in members], dtype=float)
+        union = size[:, None] + size[None, :] - inter
         out[s, :k, :k] = 1.0 - np.nan_to_num(ratio(inter, union), nan=1.0)
     return out
 
@@ -181,7 +175,12 @@ def _shuffle_within_seed(groups: np.ndarray, seeds: np.ndarray, n: int, rng: np.
     """`n` relabellings of (strata, k) group codes, each shuffled within every seed block."""
     base = np.argsort(seeds, axis=-1, kind="stable")
     keys = rng.random((n, *groups.shape))
-    order = np.lexsort((keys, np.broadcast_to(seeds, keys.shape)), axis=-1)
+    shifted = seeds - seeds.min()  # ≥ 0
+    if shifted.max(initial=0) < 1 << 9:
+        # rng.random gives multiples of 2⁻⁵³: (seed, key) packed into one int64 sorts exactly as lexsort does
+        order = np.argsort((shifted << 53) + (keys * (1 << 53)).astype(np.int64), axis=-1, kind="stable")
+    else:
+        order = np.lexsort((keys, np.broadcast_to(seeds, keys.shape)), axis=-1)
     out = np.empty(keys.shape, dtype=groups.dtype)
     picked = np.take_along_axis(np.broadcast_to(groups, keys.shape), order, axis=-1)
     np.put_along_axis(out, np.broadcast_to(base, keys.shape).copy(), picked, axis=-1)
