@@ -15,11 +15,12 @@ from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
 from fairness.audit._audit import AuditOptions, FairnessRun, audit
 from fairness.recordings._store import MANIFEST, RecordingSet, ReplayProvider, write_atomic
+from fairness.report._html import card_html
 from fairness.report._render import card, card_md, card_yaml, results_json, summary_md
 from fairness.score._rubric import ScoreTable
 from fairness.suite._suite import Suite, load_suite
 
-OUTPUTS = ("results.json", "transcripts.jsonl", "summary.md", "card.yaml", "card.md")
+OUTPUTS = ("results.json", "transcripts.jsonl", "summary.md", "card.yaml", "card.md", "card.html")
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ def run_audit(
         "summary.md": summary_md(run, extra_sections=[_peer_md(run)]),
         "card.yaml": card_yaml(c),
         "card.md": card_md(c),
+        "card.html": card_html(run, suite),
     }
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from fairness.audit._audit import FairnessRun
+from fairness.report._charts import deciding_metric, mermaid_charts
 from fairness.score._catalog import METRICS
 from fairness.suite._suite import Suite
 
@@ -53,11 +54,6 @@ def _metric(run: FairnessRun, name: str):
     return next(m for m in run.metrics if m.metric == name)
 
 
-def deciding_metric(run: FairnessRun) -> str:
-    fired = [c for c in run.rules if c.state != "pass"] or run.rules
-    return fired[0].metric if fired else "stereotype_kw_rate"
-
-
 def family_table_md(run: FairnessRun) -> str:
     lines = [
         "| family | worst_slice_stereotype | worst_slice_pilot_harm | refusal_delta | decision | gate |",
@@ -94,36 +90,6 @@ def worst_slices_md(run: FairnessRun) -> str:
     return "\n".join(lines) if len(lines) > 2 else "_No harm metric fired in any slice._"
 
 
-def mermaid_chart(run: FairnessRun, metric: str) -> str:
-    m = _metric(run, metric)
-    threshold = next((c.threshold for c in run.rules if c.metric == metric), None)
-    present = [f for f in run.families if f"family={f.family}" in m.scopes]
-    values = [
-        v.value
-        for f in present
-        for v in m.scopes[f"family={f.family}"].by_slice.values()
-        if v.value is not None
-    ]
-    top = max(values + ([threshold] if threshold is not None else []) + [0.01])
-    lines = [
-        "```mermaid",
-        "xychart-beta",
-        f'    title "{metric} by slice and family"',
-        "    x-axis [" + ", ".join(f'"{s}"' for s in run.slices) + "]",
-        f'    y-axis "{metric}" 0 --> {round(top * 1.15, 4)}',
-    ]
-    for f in present:
-        sr = m.scopes[f"family={f.family}"]
-        lines.append("    bar [" + ", ".join(_fmt(sr.by_slice[s].value, 4) if sr.by_slice[s].value is not None else "0" for s in run.slices) + "]")
-    if threshold is not None:
-        lines.append("    line [" + ", ".join(str(threshold) for _ in run.slices) + "]")
-    lines.append("```")
-    legend = "Bars, left to right within each slice: " + ", ".join(f.family for f in present)
-    if threshold is not None:
-        legend += f"; the line is the threshold {threshold:g}."
-    return "\n".join(lines) + "\n\n" + legend
-
-
 def provenance_md(run: FairnessRun) -> str:
     r = run.recordings
     rows = [
@@ -146,7 +112,7 @@ def summary_md(run: FairnessRun, *, extra_sections: list[str] | None = None) -> 
     if run.stability:
         parts += ["", "### Verdict stability", ""] + [f"- {s.summary}" for s in run.stability]
     metric = deciding_metric(run)
-    parts += ["", f"### `{metric}` per slice", "", mermaid_chart(run, metric), ""]
+    parts += ["", f"### `{metric}` per slice", "", mermaid_charts(run, metric), ""]
     parts += ["### Worst slices", "", worst_slices_md(run), ""]
     var = run.variance.get(metric)
     if var:
