@@ -23,6 +23,7 @@ from typing import Any, TextIO
 
 from fairness._util.errors import FairnessError
 from fairness.action import _commands as _gha
+from fairness.action._env import input_value
 from fairness.audit._gate import EXIT_CODES, exit_code
 
 ENV = {
@@ -42,7 +43,8 @@ ENV = {
     "python-version": "FAIRNESS_PYTHON_VERSION",
     "github-token": "FAIRNESS_GITHUB_TOKEN",
 }
-"""Action input → environment variable. Composite actions get no INPUT_* variables."""
+"""Action input → environment variable. Composite actions get no INPUT_* variables; a container
+started as a Docker action (or by `docker run -e INPUT_...`) does: `_env.input_value` reads both."""
 
 DEFAULT_SUITE = "fairness-cards/qwen-v0.1"
 DEFAULT_RECORDINGS = "recordings/fairness-cards/qwen-v0.1/SmolLM2-135M-Instruct-Q4_1"
@@ -79,7 +81,8 @@ class Inputs:
 
 
 def _raw(env: Mapping[str, str], name: str, default: str = "") -> str:
-    value = env.get(ENV[name], default).strip()
+    given = input_value(env, name, ENV[name])
+    value = (default if given is None else given).strip()
     if name != "github-token" and _CONTROL.search(value):
         raise FairnessError(f"input `{name}` contains a line break or control character")
     return value
@@ -139,7 +142,7 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         baseline=baseline or None,
         comment_on_pr=_bool("comment-on-pr", _raw(env, "comment-on-pr")),
         python_version=_raw(env, "python-version"),
-        github_token=env.get(ENV["github-token"], "").strip(),
+        github_token=(input_value(env, "github-token", ENV["github-token"]) or "").strip(),
     )
 
 
