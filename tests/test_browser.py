@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import DEFAULT_RECORDINGS, REPO
 
-from fairness.pipeline._run import RunOutputs, run_audit
+from fairness.cli import main
 
 BROWSER_DIR = REPO / "tests" / "browser"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -87,21 +87,25 @@ def mermaid_blocks(markdown: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def committed_run(tmp_path_factory) -> RunOutputs:
-    """The main job with its defaults on the committed recordings."""
-    return run_audit("fairness-cards/qwen-v0.1", DEFAULT_RECORDINGS, tmp_path_factory.mktemp("committed") / "out")
+def committed_run(tmp_path_factory) -> tuple[Path, dict]:
+    """The main job with its defaults on the committed recordings: its out dir and results.json."""
+    out = tmp_path_factory.mktemp("committed") / "out"
+    code = main(["run", "--suite", "fairness-cards/qwen-v0.1", "--recordings", str(DEFAULT_RECORDINGS), "--out", str(out)])
+    results = json.loads((out / "results.json").read_text())
+    assert code == results["gate"]["exit_code"]
+    return out, results
 
 
 def test_every_mermaid_block_of_the_summary_renders_and_no_bars_overlap(browser, committed_run, tmp_path):
-    summary = (committed_run.out / "summary.md").read_text()
-    blocks = mermaid_blocks(summary)
-    assert len(blocks) == len(committed_run.run.families) == 4
+    out, results = committed_run
+    blocks = mermaid_blocks((out / "summary.md").read_text())
+    assert len(blocks) == len(results["families"]) == 4
     source = tmp_path / "summary-blocks.json"
     source.write_text(json.dumps([{"code": b, "caption": ""} for b in blocks]))
     got = render(browser, "mermaid", source, tmp_path)["blocks"]
     assert [(b["rendered"], b["error"]) for b in got] == [(True, None)] * 4
     for b in got:
-        assert len(b["bars"]) == len(committed_run.run.slices)
+        assert len(b["bars"]) == len(results["slices"]) == 4
         assert b["lines"] == 1
         assert overlapping_bars(b["bars"]) == []
 
@@ -117,10 +121,10 @@ def test_the_check_sees_mermaid_7392_in_the_real_library(browser, tmp_path):
 
 
 def test_card_html_renders_offline_without_errors(browser, committed_run, tmp_path):
-    page = committed_run.out / "card.html"
-    got = render(browser, "page", page, tmp_path)
+    out, results = committed_run
+    got = render(browser, "page", out / "card.html", tmp_path)
     assert got["requests"] == [] and got["console_errors"] == [] and got["page_errors"] == []
-    assert got["scripts"] == 0 and got["svgs"] == len(committed_run.run.families)
+    assert got["scripts"] == 0 and got["svgs"] == len(results["families"]) == 4
     assert got["title"] == "Fairness card: fairness-cards/qwen-v0.1 on SmolLM2-135M-Instruct-Q4_1"
-    assert f"{committed_run.run.gate.state.upper()} — " in got["text"]
+    assert f"{results['gate']['state'].upper()} — " in got["text"]
     assert "Test model, not the audited model." in got["text"]

@@ -3,27 +3,38 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from conftest import write_recording_set
 from paper_grid import paper_text_for
 
-from fairness.audit._audit import AuditOptions
-from fairness.pipeline._run import run_audit
+from fairness.audit._audit import FairnessRun
+from fairness.cli import main
 from fairness.report._charts import mermaid_charts
 from fairness.report._html import CSP, _axis, card_html
+from fairness.suite import Suite, load_suite
 
 HOSTILE = 'F"9`` ```\n<script>alert(1)</script>'
 
 
-@pytest.fixture(scope="module")
-def paper(tmp_path_factory):
-    from fairness import load_suite
+@dataclass(frozen=True)
+class Paper:
+    out: Path
+    run: FairnessRun
+    suite: Suite
 
+
+@pytest.fixture(scope="module")
+def paper(tmp_path_factory) -> Paper:
+    """The main job on recordings with the paper's counts, through the CLI."""
     suite = load_suite("fairness-cards/qwen-v0.1")
     root = tmp_path_factory.mktemp("charts")
     rec = write_recording_set(root / "rec", suite, paper_text_for(suite.expand()))
-    return run_audit("fairness-cards/qwen-v0.1", rec, root / "out", AuditOptions(bootstrap=200, permutations=200))
+    main(["run", "--suite", suite.name, "--recordings", str(rec), "--out", str(root / "out"), "--bootstrap", "200", "--permutations", "200"])
+    run = FairnessRun.model_validate_json((root / "out" / "results.json").read_text())
+    return Paper(root / "out", run, suite)
 
 
 def _blocks(text: str) -> list[str]:
