@@ -34,7 +34,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    rows = sum(1 for _ in open(REC / "records.jsonl"))
+    with open(REC / "records.jsonl", encoding="utf-8") as fh:
+        rows = sum(1 for _ in fh)
     print(f"{rows} records")
     for label, extra in [
         ("rubric, metrics, intervals (B=2000), permutations (P=2000), all outputs", ["--evaluators", "none"]),

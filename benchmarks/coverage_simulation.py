@@ -36,10 +36,9 @@ def design(n_cells: int, seeds: int, S: int = 4) -> Design:
     )
 
 
-def draw(d: Design, rates: np.ndarray, conc: float, seeds: int, rng: np.random.Generator) -> np.ndarray:
+def draw(d: Design, rates: np.ndarray, conc: float, rng: np.random.Generator) -> np.ndarray:
     """Binary outcomes; each cell draws u ~ U(0,1), slice s gets Beta quantile at u (paired, correlated)."""
     u = rng.random(d.n_clusters)
-    S = len(rates)
     p_cell = np.stack([sps.beta.ppf(u, r * conc, (1 - r) * conc) for r in rates], axis=1)  # (C × S)
     p = p_cell[d.cluster, d.slice_codes]
     return (rng.random(d.n) < p).astype(float)[:, None]
@@ -63,7 +62,7 @@ def run(reps: int, B: int, seed: int) -> list[dict]:
         scope = Scope("overall", (), np.ones(d.n, dtype=bool))
         hit_rate = hit_worst = hit_gap = 0.0
         for _ in range(reps):
-            Y = draw(d, rates, conc, seeds, rng)
+            Y = draw(d, rates, conc, rng)
             st = scope_stats(d, Y, scope, [SPEC], B, int(rng.integers(1 << 31)))
             lo, hi = slice_intervals(st, [SPEC])
             hit_rate += float(np.mean((lo[:, 0] <= rates) & (rates <= hi[:, 0])))
@@ -71,7 +70,7 @@ def run(reps: int, B: int, seed: int) -> list[dict]:
             g = gap_interval(st, 0, SPEC)
             hit_worst += w.low <= rates.max() <= w.high
             hit_gap += g.low <= gap <= g.high
-        rows.append(dict(base=base, gap=gap, n=n_slice, icc=icc, rate=hit_rate / reps, worst=hit_worst / reps, gap_cov=hit_gap / reps))
+        rows.append({"base": base, "gap": gap, "n": n_slice, "icc": icc, "rate": hit_rate / reps, "worst": hit_worst / reps, "gap_cov": hit_gap / reps})
     return rows
 
 

@@ -35,17 +35,17 @@ from fairness.suite._case import Case
 from fairness.suite._suite import load_suite
 
 SUITE = "fairness-cards/qwen-v0.1"
-QWEN_7B = dict(
-    hidden_size=3584,
-    num_hidden_layers=28,
-    num_attention_heads=28,
-    num_key_value_heads=4,
-    intermediate_size=18944,
-    vocab_size=152064,
-    max_position_embeddings=32768,
-    rope_theta=1_000_000.0,
-    tie_word_embeddings=False,
-)
+QWEN_7B = {
+    "hidden_size": 3584,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "intermediate_size": 18944,
+    "vocab_size": 152064,
+    "max_position_embeddings": 32768,
+    "rope_theta": 1_000_000.0,
+    "tie_word_embeddings": False,
+}
 TINY = dict(QWEN_7B, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=128, vocab_size=4096)
 CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"

@@ -8,7 +8,9 @@ stays cheap; the `TYPE_CHECKING` block shows type checkers the real imports.
 
 from __future__ import annotations
 
+import sys
 from importlib import import_module
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from fairness._util.errors import FairnessError
@@ -18,9 +20,9 @@ from fairness.suite import Case, DecisionRule, SamplingParams, Suite, load_suite
 
 if TYPE_CHECKING:
     from fairness.audit import AuditOptions, FairnessRun, audit, check_state, diff_runs, exit_code
-    from fairness.generate import generate
-    from fairness.pipeline import RunOutputs, run_audit
-    from fairness.recordings import Manifest, RecordingSet, ReplayProvider, content_key, merge_recordings
+    from fairness.generate import EngineOptions, generate, run_generate
+    from fairness.pipeline import RunOptions, RunOutputs, run_audit
+    from fairness.recordings import Manifest, ModelInfo, RecordingSet, ReplayProvider, content_key, merge_recordings
     from fairness.score import ScoreTable, score_texts
 
 _LAZY = {
@@ -30,10 +32,14 @@ _LAZY = {
     "check_state": "fairness.audit",
     "diff_runs": "fairness.audit",
     "exit_code": "fairness.audit",
+    "EngineOptions": "fairness.generate",
     "generate": "fairness.generate",
+    "run_generate": "fairness.generate",
+    "RunOptions": "fairness.pipeline",
     "RunOutputs": "fairness.pipeline",
     "run_audit": "fairness.pipeline",
     "Manifest": "fairness.recordings",
+    "ModelInfo": "fairness.recordings",
     "RecordingSet": "fairness.recordings",
     "ReplayProvider": "fairness.recordings",
     "content_key": "fairness.recordings",
@@ -43,16 +49,35 @@ _LAZY = {
 }
 
 __all__ = [
+    "AuditOptions",
     "Case",
     "DecisionRule",
+    "EngineOptions",
     "FairnessError",
+    "FairnessRun",
+    "Manifest",
+    "ModelInfo",
     "Recording",
+    "RecordingSet",
+    "ReplayProvider",
+    "RunOptions",
+    "RunOutputs",
     "SamplingParams",
+    "ScoreTable",
     "Suite",
     "__version__",
+    "audit",
+    "check_state",
+    "content_key",
+    "diff_runs",
+    "exit_code",
+    "generate",
     "load_suite",
+    "merge_recordings",
     "parse_suite",
-    *_LAZY,
+    "run_audit",
+    "run_generate",
+    "score_texts",
 ]
 
 
@@ -60,3 +85,21 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'fairness' has no attribute {name!r}")
+
+
+class _Facade(ModuleType):
+    """`fairness.audit` and `fairness.generate` are the API's functions, not the stage packages.
+
+    Importing a sub-package binds it as an attribute of its parent; that would shadow the
+    function of the same name (`fairness.audit(...)` would then be a module). The stage
+    packages stay importable by their full names (`from fairness.audit import ...`).
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _SHADOWED and isinstance(value, ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+_SHADOWED = ("audit", "generate")
+sys.modules[__name__].__class__ = _Facade

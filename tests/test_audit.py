@@ -9,8 +9,9 @@ import yaml
 from conftest import write_recording_set
 from paper_grid import EXPECTED_TABLE, paper_text_for
 
-from fairness.audit._audit import AuditOptions
+from fairness.audit._options import AuditOptions
 from fairness.cli import main
+from fairness.pipeline._options import RunOptions
 from fairness.pipeline._run import OUTPUTS, run_audit
 from fairness.report._render import cap_summary
 
@@ -22,7 +23,7 @@ def paper_run(tmp_path_factory):
     suite = load_suite("fairness-cards/qwen-v0.1")
     root = tmp_path_factory.mktemp("paper")
     rec = write_recording_set(root / "rec", suite, paper_text_for(suite.expand()))
-    result = run_audit("fairness-cards/qwen-v0.1", rec, root / "out", AuditOptions(bootstrap=400, permutations=400))
+    result = run_audit(RunOptions(recordings=rec, out=root / "out", audit=AuditOptions(bootstrap=400, permutations=400)))
     return result
 
 
@@ -49,8 +50,9 @@ class TestPaperTable:
         run = paper_run.run
         fired = {c.scope: c.fired for c in run.rules}
         assert fired == {"family=F1": True, "family=F2": True, "family=F3": True, "family=F4": False}
-        assert run.gate.state in {"fail", "illustrative"}
-        assert run.gate.exit_code == {"fail": 1, "illustrative": 3}[run.gate.state]
+        states = {c.scope: c.state for c in run.rules}
+        assert states == {"family=F1": "illustrative", "family=F2": "fail", "family=F3": "illustrative", "family=F4": "pass"}
+        assert (run.gate.state, run.gate.exit_code) == ("fail", 1)
 
 
 class TestOutputs:
@@ -59,7 +61,7 @@ class TestOutputs:
 
     def test_results_json_is_versioned_and_complete(self, paper_run):
         data = json.loads((paper_run.out / "results.json").read_text())
-        assert data["schema_version"] == "1.0"
+        assert data["schema_version"] == "1.1.0"
         assert data["suite"]["hash"] and data["recordings"]["manifest_sha256"]
         assert data["scorer"]["mode"] == "paper" and data["tool"]["version"]
         st = next(m for m in data["metrics"] if m["metric"] == "stereotype_kw_rate")
@@ -77,7 +79,7 @@ class TestOutputs:
     def test_summary_starts_with_the_verdict_and_has_the_table_and_chart(self, paper_run):
         text = (paper_run.out / "summary.md").read_text()
         lines = [ln for ln in text.splitlines() if ln.strip()]
-        assert lines[1].split("**")[1] in {"FAIL", "ILLUSTRATIVE"}
+        assert lines[1].split("**")[1] == "FAIL"
         assert "| F2 | 0.23" in text and "xychart-beta" in text and "Verdict stability" in text
         assert len(text.encode()) < 1024 * 1024
 
@@ -94,7 +96,9 @@ class TestOutputs:
         jsonschema = pytest.importorskip("jsonschema")
         ex = yaml.safe_load((shared_dir / "reference" / "fairness-card-schema" / "example-card-qwen2.5-7b-instruct.yaml").read_text())
         for name in ("core.yaml", "llm.yaml"):
-            jsonschema.validate(ex, yaml.safe_load((shared_dir / "reference" / "fairness-card-schema" / name).read_text()))
+            schema = yaml.safe_load((shared_dir / "reference" / "fairness-card-schema" / name).read_text())
+            validator = jsonschema.validators.validator_for(schema)(schema)
+            assert [e.message for e in validator.iter_errors(ex)] == []
 
     def test_card_md_renders_the_result(self, paper_run):
         md = (paper_run.out / "card.md").read_text()
@@ -132,10 +136,15 @@ class TestBadInput:
         assert main(["run", "--recordings", str(tmp_path / "missing"), "--out", str(paper_run.out)]) == 2
         assert (paper_run.out / "results.json").read_bytes() == before
 
-    @pytest.mark.parametrize("flag, value", [("--bootstrap", "0"), ("--min-group-size", "0"), ("--permutations", "-1")])
-    def test_bad_numbers(self, tmp_path, capsys, flag, value):
+    @pytest.mark.parametrize("flag, value, message", [
+        ("--bootstrap", "0", "`bootstrap` must be an integer in [1, 100000], got 0"),
+        ("--min-group-size", "0", "`min_group_size` must be an integer ≥ 1, got 0"),
+        ("--permutations", "-1", "`permutations` must be an integer in [0, 100000], got -1"),
+        ("--threshold", "nan", "`threshold` must be a finite number, got nan"),
+    ])
+    def test_bad_numbers(self, tmp_path, capsys, flag, value, message):
         assert main(["run", "--recordings", str(tmp_path), "--out", str(tmp_path / "o"), flag, value]) == 2
-        assert f"`{flag}`" in capsys.readouterr().err
+        assert capsys.readouterr().err == f"error: {message}\n"
 
 
 class TestIncompleteRecordings:
@@ -155,6 +164,6 @@ class TestIncompleteRecordings:
         assert data["n_rows"] == 1600
         states = {c["scope"]: c["state"] for c in data["rules"]}
         assert states["family=F1"] == "pass" and states["family=F3"] == "undefined"
-        assert data["gate"]["state"] != "pass" and code in (3, 4)
+        assert (data["gate"]["state"], code) == ("undefined", 4)
         assert any(c["code"] == "incomplete-recordings" for c in data["caveats"])
         assert [f["decision"] for f in data["families"]] == ["not-flagged", "not-flagged", "undefined", "undefined"]

@@ -10,9 +10,10 @@ import yaml
 from conftest import write_recording_set
 from paper_grid import paper_text_for
 
-from fairness.audit._audit import AuditOptions
 from fairness.audit._diff import diff_runs
+from fairness.audit._options import AuditOptions
 from fairness.cli import main
+from fairness.pipeline._options import RunOptions
 from fairness.pipeline._run import run_audit
 from fairness.suite._rules import DecisionRule
 
@@ -40,8 +41,8 @@ def runs(tmp_path_factory):
 
     b = write_recording_set(root / "b", suite, base_text)
     h = write_recording_set(root / "h", suite, worse)
-    run_audit("fairness-cards/qwen-v0.1", b, root / "base", OPTS, evaluators=())
-    run_audit("fairness-cards/qwen-v0.1", h, root / "head", OPTS, evaluators=())
+    run_audit(RunOptions(recordings=b, out=root / "base", audit=OPTS))
+    run_audit(RunOptions(recordings=h, out=root / "head", audit=OPTS))
     return root
 
 
@@ -89,7 +90,7 @@ def test_regression_rules_are_not_checked_by_run(runs, tmp_path):
     suite = load_suite("fairness-cards/qwen-v0.1")
     rule = DecisionRule(id="no-rise", kind="regression", metric="stereotype_kw_rate", threshold=0.02)
     opts = AuditOptions(bootstrap=100, permutations=0, rules=(*suite.rules, rule))
-    out = run_audit("fairness-cards/qwen-v0.1", runs / "b", tmp_path / "o", opts, evaluators=())
+    out = run_audit(RunOptions(recordings=runs / "b", out=tmp_path / "o", audit=opts))
     assert {c.rule for c in out.run.rules} == {"stereotype-worst-slice"}
 
 

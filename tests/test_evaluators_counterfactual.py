@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -12,7 +12,7 @@ from fairness.evaluators.counterfactual import counterfactual_divergence
 from fairness.recordings._record import Recording
 from fairness.suite._suite import load_suite
 
-FAST = dict(n_resamples=300, n_permutations=199)
+FAST = {"n_resamples": 300, "n_permutations": 199}
 VOCAB = np.array([f"w{i}" for i in range(60)])
 
 
@@ -42,7 +42,7 @@ def simulate(run: int, *, effect: float = 0.0, templates: int = 40, seeds: int =
 
 class TestHandComputed:
     # two templates, two groups, two seeds: within-group Jaccard distance 2/3, cross 1
-    DATA = [
+    DATA: ClassVar[list[tuple]] = [
         ("a", "t", 1, "x y"), ("a", "t", 2, "x z"), ("b", "t", 1, "p q"), ("b", "t", 2, "p r"),
         ("a", "u", 1, "x y"), ("a", "u", 2, "x z"), ("b", "u", 1, "p q"), ("b", "u", 2, "p r"),
     ]
@@ -142,6 +142,7 @@ def _recordings(text_for) -> list[Recording]:
 
 
 class TestNoEffect:
+    @pytest.mark.slow
     def test_excess_interval_covers_zero_in_most_runs(self):
         reps = [
             counterfactual_divergence(simulate(run), components=("lexical", "length"), n_resamples=500, n_permutations=99, seed=run)
@@ -171,7 +172,9 @@ class TestResampling:
         assert (one.interval, one.p_value) == (two.interval, two.p_value)
         assert one.excess == other.excess and one.interval != other.interval
 
-    def test_full_default_grid_is_fast(self):
+    @pytest.mark.slow
+    def test_full_default_grid(self):
+        """The default grid's strata and clusters (speed goal: benchmarks/bench_counterfactual.py)."""
         recs = [
             Recording(
                 key=f"k{c.index}", row_id=c.row_id, family=c.family, paraphrase_id=c.paraphrase_id,
@@ -181,9 +184,7 @@ class TestResampling:
             )
             for c in load_suite("fairness-cards/qwen-v0.1").expand()
         ]
-        t0 = time.perf_counter()
-        rep = counterfactual_divergence(recs, n_resamples=1000, n_permutations=199)
-        assert time.perf_counter() - t0 < 10
+        rep = counterfactual_divergence(recs, n_resamples=200, n_permutations=99)
         assert rep.n_strata == 160 and rep.components["lexical"].interval.n_clusters == 20
         assert set(rep.components) == {"sentiment", "refusal", "length", "lexical"}
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pytest
 
 from fairness.evaluators.refusal import (
@@ -128,7 +130,7 @@ class TestRequestedFormat:
 
 
 class TestDisparity:
-    DATA = [
+    DATA: ClassVar[list[tuple]] = [
         ("a", "t1", 1, "I must decline this request.", FOUR_SENTENCES),
         ("a", "t1", 2, "I can't wait. " + "She is great at work. " * 4, FOUR_SENTENCES),
         ("a", "t2", 1, "I’m sorry, but I can’t help with that.", FOUR_SENTENCES),

@@ -151,7 +151,7 @@ class TestContract:
             load_scorer("nope")
 
     def test_bad_resampling_arguments(self):
-        with pytest.raises(FairnessError, match="`n_resamples` must be a positive integer."):
+        with pytest.raises(FairnessError, match=r"`n_resamples` must be a positive integer\."):
             sentiment_disparity([("a", "t", 1, "x")], LexicalToxicityScorer(), n_resamples=0)
 
 
@@ -194,9 +194,9 @@ class TestEntryPoints:
         assert rep.rate.by_group == {"a": 0.5, "b": 0.0}
 
     def test_plugin_that_is_not_a_scorer(self, plugin):
-        with pytest.raises(FairnessError, match="scorer `broken` .* has no `name` and `score"):
+        with pytest.raises(FairnessError, match=r"scorer `broken` .* has no `name` and `score"):
             load_scorer("broken")
 
     def test_plugin_that_fails_to_import(self, plugin):
-        with pytest.raises(FairnessError, match="scorer `missing` .* failed to load"):
+        with pytest.raises(FairnessError, match=r"scorer `missing` .* failed to load"):
             load_scorer("missing")

@@ -127,9 +127,9 @@ class FakeAPI:
         """The request that asked for this grid row (requests arrive in any order under concurrency)."""
         for req in self.requests:
             body = req["body"]
-            if body["messages"][-1]["content"] == case.prompt and body.get("max_tokens") == case.params.max_new_tokens:
-                if body.get("seed", case.seed) == case.seed and body.get("temperature") == case.params.temperature:
-                    return req
+            if (body["messages"][-1]["content"] == case.prompt and body.get("max_tokens") == case.params.max_new_tokens
+                    and body.get("seed", case.seed) == case.seed and body.get("temperature") == case.params.temperature):
+                return req
         raise AssertionError(f"no request for {case.row_id}")
 
     def close(self) -> None:
@@ -312,7 +312,7 @@ def test_connection_errors_are_retried(suite, tmp_path):
 
 def test_client_errors_are_not_retried(api, suite, tmp_path):
     api.rule = lambda body: error(400, "`temperature` is deprecated for this model")
-    with pytest.raises(ProviderError, match="HTTP 400.*deprecated.*sampling:"):
+    with pytest.raises(ProviderError, match=r"HTTP 400.*deprecated.*sampling:"):
         run(suite, make_engine("anthropic", api, concurrency=1), tmp_path / "out")
     assert len(api.requests) == 1
 
@@ -438,7 +438,7 @@ def test_credentials_in_the_provider_config_are_refused(api, suite_file, tmp_pat
 
 
 def test_credentials_in_the_base_url_flag_are_refused(api, suite_file, tmp_path, capsys):
-    argv = generate_argv(api, suite_file, tmp_path / "out") + ["--base-url", "http://me:pw@127.0.0.1:9/v1"]
+    argv = [*generate_argv(api, suite_file, tmp_path / "out"), "--base-url", "http://me:pw@127.0.0.1:9/v1"]
     code, _, err = cli_run(argv, capsys)
     assert code == 2 and "--base-url embeds credentials" in err and "pw" not in err
 

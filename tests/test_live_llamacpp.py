@@ -49,12 +49,11 @@ def engine(model_path):
 
 @pytest.fixture(scope="module")
 def model_info(model_path):
-    from argparse import Namespace
-
     from fairness.generate import _model_fetch as _models
     from fairness.generate._factory import _model_info
+    from fairness.generate._options import EngineOptions
 
-    return _model_info(Namespace(model_id=None), model_path, _models.KNOWN_MODELS["smollm2"])
+    return _model_info(EngineOptions(model="smollm2"), model_path, _models.KNOWN_MODELS["smollm2"])
 
 
 def test_same_seed_and_plan_give_the_same_text_and_resume_is_byte_identical(tmp_path, engine, model_info):

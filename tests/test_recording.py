@@ -9,6 +9,7 @@ import pytest
 from conftest import DEFAULT_RECORDINGS, write_recording_set
 
 from fairness import FairnessError, SamplingParams
+from fairness._util.errors import LiveGenerationRefused
 from fairness.cli import main
 from fairness.generate._loop import parse_shard, require_live_opt_in, shard_cases
 from fairness.recordings._store import (
@@ -31,7 +32,7 @@ class TestContentKey:
 
     @pytest.mark.parametrize("change", ["model", "system", "prompt", "temperature", "seed"])
     def test_every_input_changes_the_key(self, change):
-        base = dict(model_id="m", system_prompt="s", prompt="p", params=SamplingParams(temperature=0.2, top_p=0.9, max_new_tokens=16), seed=1)
+        base = {"model_id": "m", "system_prompt": "s", "prompt": "p", "params": SamplingParams(temperature=0.2, top_p=0.9, max_new_tokens=16), "seed": 1}
         other = dict(base)
         if change == "model":
             other["model_id"] = "m2"
@@ -51,7 +52,7 @@ class TestCommittedRecordings:
         rs = RecordingSet(DEFAULT_RECORDINGS)
         cases, recs = ReplayProvider(rs, default_suite.system_prompt).replay_available(default_suite.expand())
         assert len(recs) == len(rs) == rs.manifest.rows > 0
-        assert all(r.row_id == c.row_id and r.output for c, r in zip(cases, recs))
+        assert all(r.row_id == c.row_id and r.output for c, r in zip(cases, recs, strict=True))
 
     def test_replay_covers_every_row_of_the_default_suite(self, default_suite):
         rs = RecordingSet(DEFAULT_RECORDINGS)
@@ -190,7 +191,10 @@ class TestLiveOptIn:
 
     def test_env_opt_in(self, monkeypatch):
         monkeypatch.setenv("FAIRNESS_ALLOW_LIVE", "1")
-        require_live_opt_in(False)
+        assert require_live_opt_in(False) is None  # the variable stands in for --live
+        monkeypatch.setenv("FAIRNESS_ALLOW_LIVE", "0")
+        with pytest.raises(LiveGenerationRefused):
+            require_live_opt_in(False)
 
 
 def test_record_lines_are_canonical(small_set):

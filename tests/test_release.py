@@ -183,8 +183,8 @@ def test_the_table_script_rewrites_only_its_block(tmp_path):
 
 def test_ci_runs_the_readme_test_command_after_a_separate_setup():
     readme = (REPO / "README.md").read_text()
-    command = re.search(r"Run the tests.*?```bash\n(.*?)\n```", readme, re.DOTALL).group(1)
-    assert "bash scripts/setup-browser.sh && python -m pytest -q" in command
+    (command,) = re.findall(r"^```bash\n(python3 -m venv [^\n]* python -m pytest -q)\n```$", readme, re.MULTILINE)
+    assert "llm-fairness-check models fetch smollm2 && bash scripts/setup-browser.sh && " in command
     lines = [ln for ln in (REPO / ".ci" / "run").read_text().splitlines() if ln and not ln.startswith("#")]
     assert lines[-1] == command
     assert lines.index("bash scripts/setup-browser.sh") < len(lines) - 1

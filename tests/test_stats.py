@@ -135,7 +135,7 @@ class TestIntervalsAndDeterminism:
 
 def _recs(cases, texts):
     return [Recording.from_case(c, key=f"{i:064x}", output=t, prompt_tokens=1, completion_tokens=1, finish_reason="stop")
-            for i, (c, t) in enumerate(zip(cases, texts))]
+            for i, (c, t) in enumerate(zip(cases, texts, strict=True))]
 
 
 class TestNaNSemantics:
@@ -194,6 +194,7 @@ class TestGateStates:
         assert check_state(rule, 0.5, (0.3, 1.2))[0] == "illustrative"
 
 
+@pytest.mark.slow
 def test_no_effect_grid_false_fail_rate_is_at_most_nominal():
     """Slices with identical rates at the threshold: the gate must not fail more than ~α/2 of the time."""
     rng = np.random.default_rng(11)

@@ -8,10 +8,8 @@ is escaped, so no input or model output can issue a workflow command.
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
-import math
 import os
 import re
 import sys
@@ -19,12 +17,17 @@ import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from fairness._util.errors import FairnessError
 from fairness.action import _commands as _gha
 from fairness.action._env import input_value
-from fairness.audit._gate import EXIT_CODES, exit_code
+from fairness.audit._gate import FailOn, exit_code
+from fairness.audit._options import DEFAULT_PERMUTATIONS, AuditOptions
+from fairness.audit._stats import DEFAULT_B
+
+if TYPE_CHECKING:
+    from fairness.pipeline._options import RunOptions
 
 ENV = {
     "suite": "FAIRNESS_SUITE",
@@ -38,6 +41,7 @@ ENV = {
     "min-group-size": "FAIRNESS_MIN_GROUP_SIZE",
     "allow-incomplete": "FAIRNESS_ALLOW_INCOMPLETE",
     "bootstrap": "FAIRNESS_BOOTSTRAP",
+    "permutations": "FAIRNESS_PERMUTATIONS",
     "baseline": "FAIRNESS_BASELINE",
     "comment-on-pr": "FAIRNESS_COMMENT_ON_PR",
     "python-version": "FAIRNESS_PYTHON_VERSION",
@@ -67,10 +71,11 @@ class Inputs:
     model: str
     provider: str
     threshold: float | None
-    fail_on: str | None
+    fail_on: FailOn | None
     min_group_size: int | None
     allow_incomplete: bool
     bootstrap: int
+    permutations: int
     baseline: str | None
     comment_on_pr: bool
     python_version: str
@@ -88,16 +93,12 @@ def _raw(env: Mapping[str, str], name: str, default: str = "") -> str:
     return value
 
 
-def _number(name: str, raw: str, kind: type, *, positive: bool = True) -> Any:
+def _number(name: str, raw: str, kind: type[int] | type[float]) -> Any:
+    """The input's text as a number; ranges are the library's to check (`AuditOptions`)."""
     try:
-        value = kind(raw)
+        return kind(raw)
     except ValueError:
         raise FairnessError(f"input `{name}` must be {'an integer' if kind is int else 'a number'}, got {raw!r}") from None
-    if kind is float and not math.isfinite(value):
-        raise FairnessError(f"input `{name}` must be a finite number, got {raw!r}")
-    if positive and kind is int and value < 1:
-        raise FairnessError(f"input `{name}` must be a positive integer, got {raw!r}")
-    return value
 
 
 def _choice(name: str, raw: str, choices: tuple[str, ...]) -> str:
@@ -127,7 +128,7 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
     threshold = _raw(env, "threshold")
     mgs = _raw(env, "min-group-size")
     baseline = _raw(env, "baseline")
-    return Inputs(
+    inputs = Inputs(
         suite=_raw(env, "suite") or DEFAULT_SUITE,
         recordings=_raw(env, "recordings") or DEFAULT_RECORDINGS,
         out_dir=_raw(env, "out-dir") or "fairness-out",
@@ -135,14 +136,25 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         model=model,
         provider=provider,
         threshold=_number("threshold", threshold, float) if threshold else None,
-        fail_on=_choice("fail-on", _raw(env, "fail-on"), ("", "fail", "illustrative")) or None,
+        fail_on=cast("FailOn | None", _choice("fail-on", _raw(env, "fail-on"), ("", "fail", "illustrative")) or None),
         min_group_size=_number("min-group-size", mgs, int) if mgs else None,
         allow_incomplete=_bool("allow-incomplete", _raw(env, "allow-incomplete")),
-        bootstrap=_number("bootstrap", _raw(env, "bootstrap") or "2000", int),
+        bootstrap=_number("bootstrap", _raw(env, "bootstrap") or str(DEFAULT_B), int),
+        permutations=_number("permutations", _raw(env, "permutations") or str(DEFAULT_PERMUTATIONS), int),
         baseline=baseline or None,
         comment_on_pr=_bool("comment-on-pr", _raw(env, "comment-on-pr")),
         python_version=_raw(env, "python-version"),
         github_token=(input_value(env, "github-token", ENV["github-token"]) or "").strip(),
+    )
+    audit_options(inputs)  # the library validates every range before anything runs
+    return inputs
+
+
+def audit_options(inputs: Inputs) -> AuditOptions:
+    """The typed audit options these inputs ask for (a FairnessError names a bad one)."""
+    return AuditOptions(
+        bootstrap=inputs.bootstrap, permutations=inputs.permutations, threshold=inputs.threshold,
+        fail_on=inputs.fail_on, min_group_size=inputs.min_group_size,
     )
 
 
@@ -162,46 +174,20 @@ def resolve_recordings(value: str, action_path: str | None) -> Path:
 # -- engine ---------------------------------------------------------------------------
 
 
-def _subcommands() -> dict[str, argparse.ArgumentParser]:
-    from fairness.cli._main import build_parser
+def generate_recordings(inputs: Inputs, out: Path) -> None:
+    """Live mode: record the suite's grid with the chosen provider into `out`."""
+    from fairness.generate._factory import run_generate
+    from fairness.generate._options import EngineOptions
 
-    for action in build_parser()._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return dict(action.choices)
-    return {}
-
-
-def run_cli(argv: list[str]) -> int:
-    """Run one CLI command in-process; a FairnessError propagates to the caller."""
-    from fairness.cli._main import COMMANDS, build_parser
-
-    args = build_parser().parse_args(argv)
-    handler = COMMANDS.get(args.command) or args.handler
-    return int(handler(args))
+    run_generate(inputs.suite, EngineOptions(engine=inputs.provider, model=inputs.model), out, progress=False)
 
 
-def generate_argv(inputs: Inputs, out: Path) -> list[str]:
-    return ["generate", "--suite", inputs.suite, "--engine", inputs.provider, "--model", inputs.model,
-            "--out", str(out), "--live", "--no-progress"]
+def run_options(inputs: Inputs, recordings: Path, out: Path) -> RunOptions:
+    """The main job these inputs ask for; JUnit goes next to results.json."""
+    from fairness.pipeline._options import RunOptions
 
-
-def audit_argv(inputs: Inputs, recordings: Path, out: Path) -> list[str]:
-    argv = ["run", "--suite", inputs.suite, "--recordings", str(recordings), "--out", str(out),
-            "--bootstrap", str(inputs.bootstrap)]
-    if inputs.threshold is not None:
-        argv += ["--threshold", repr(inputs.threshold)]
-    if inputs.fail_on:
-        argv += ["--fail-on", inputs.fail_on]
-    if inputs.min_group_size is not None:
-        argv += ["--min-group-size", str(inputs.min_group_size)]
-    if inputs.allow_incomplete:
-        argv.append("--allow-incomplete")
-    return argv
-
-
-def diff_argv(inputs: Inputs, out: Path) -> list[str]:
-    return ["diff", str(inputs.baseline), str(out), "--suite", inputs.suite, "--out", str(out / "diff"),
-            "--bootstrap", str(inputs.bootstrap)]
+    return RunOptions(suite=inputs.suite, recordings=recordings, out=out, allow_incomplete=inputs.allow_incomplete,
+                      junit=out / "junit.xml", audit=audit_options(inputs))
 
 
 # -- reporting ------------------------------------------------------------------------
@@ -281,40 +267,36 @@ def _engine(inputs: Inputs, env: Mapping[str, str], out: TextIO) -> _Run:
     if inputs.mode == "live":
         recordings = dest / "recordings"
         with _gha.group(f"Generate live with {inputs.provider}", out), _gha.stop_commands(out):
-            run_cli(generate_argv(inputs, recordings))
+            generate_recordings(inputs, recordings)
+    from fairness.pipeline._run import print_outcome, run_audit
+
     with _gha.group("Audit", out), _gha.stop_commands(out):
-        run_cli(audit_argv(inputs, recordings, dest))
-    results = json.loads((dest / "results.json").read_text(encoding="utf-8"))
-    code = int(results["gate"]["exit_code"])
-    run = _Run(inputs, dest, code, results, [])
+        result = run_audit(run_options(inputs, recordings, dest))
+        print_outcome(result, out=out, err=out)
+    results = result.run.model_dump(mode="json")
+    run = _Run(inputs, dest, result.run.gate.exit_code, results, [])
     if inputs.baseline:
         _diff(run, out)
     return run
 
 
 def _diff(run: _Run, out: TextIO) -> None:
-    """Compare with the baseline run: a regression fails a passing gate.
+    """Compare with the baseline run: a regression fails a passing gate."""
+    from fairness.pipeline._diff import run_diff
 
-    Skipped with a notice on a version of the engine without `diff`.
-    """
-    if "diff" not in _subcommands():
-        _gha.command("notice", "this version has no `diff` command; skipping the baseline comparison", out, title="llm-fairness-check")
-        return
+    assert run.inputs.baseline is not None
     with _gha.group("Diff against the baseline", out), _gha.stop_commands(out):
-        run_cli(diff_argv(run.inputs, run.out))
-    data = json.loads((run.out / "diff" / "diff.json").read_text(encoding="utf-8"))
-    run.diff_state = str(data.get("state", "undefined"))
-    run.extra_md.append((run.out / "diff" / "diff.md").read_text(encoding="utf-8"))
-    if run.code == 0 and run.diff_state in EXIT_CODES:
-        run.code = exit_code(run.diff_state, run.inputs.fail_on)  # type: ignore[arg-type]
+        d, md = run_diff(run.inputs.baseline, run.out, suite=run.inputs.suite, out=run.out / "diff",
+                         options=audit_options(run.inputs))
+        print(md)
+    run.diff_state = d.state
+    run.extra_md.append(md)
+    if run.code == 0:
+        run.code = exit_code(d.state, run.inputs.fail_on)
 
 
 def _report(run: _Run, env: Mapping[str, str], out: TextIO) -> None:
-    from fairness.recordings._store import write_atomic
-    from fairness.report._junit import junit_xml
-
     dest = run.out
-    write_atomic(dest / "junit.xml", junit_xml(run.results))
     markdown = "\n\n".join([(dest / "summary.md").read_text(encoding="utf-8"), *run.extra_md])
     if env.get("GITHUB_STEP_SUMMARY"):
         _gha.append_summary(env["GITHUB_STEP_SUMMARY"], markdown)

@@ -7,20 +7,43 @@ report stage renders the returned record and nothing else.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 
 from fairness._util.canonical import json_number
 from fairness._version import __version__
-from fairness.audit._gate import FailOn, GateOn, RuleCheck, State, check_state, exit_code, overall_state
-from fairness.audit._metrics import Design, Scope, build_design, gap, metric_matrix, scopes, slice_table, worst_index
+from fairness.audit._gate import check_state, exit_code, overall_state
+from fairness.audit._metrics import (
+    Design,
+    Scope,
+    build_design,
+    gap,
+    metric_matrix,
+    scopes,
+    slice_table,
+    slice_worst,
+    worst_index,
+)
+from fairness.audit._options import AuditOptions, threshold_for
+from fairness.audit._results import (
+    Caveat,
+    Estimate,
+    FairnessRun,
+    FamilyRow,
+    Gate,
+    Methods,
+    MetricResult,
+    OptionsUsed,
+    RecordingsInfo,
+    RuleCheck,
+    ScopeResult,
+    ScorerInfo,
+    Stability,
+    SuiteInfo,
+    ToolInfo,
+)
 from fairness.audit._stats import (
     COVERAGE_NOTE,
-    DEFAULT_ALPHA,
-    DEFAULT_B,
     benjamini_hochberg,
     gap_interval,
     holm,
@@ -31,7 +54,7 @@ from fairness.audit._stats import (
     variance_shares,
     worst_interval,
 )
-from fairness.recordings._record import Recording
+from fairness.recordings._record import Recording, join_rows
 from fairness.recordings._store import Manifest
 from fairness.score._catalog import METRICS, MetricSpec
 from fairness.score._rubric import ScoreTable, load_rubric, score_texts
@@ -39,122 +62,9 @@ from fairness.suite._case import Case
 from fairness.suite._rules import DecisionRule
 from fairness.suite._suite import Suite
 
-SCHEMA_VERSION = "1.0"
+__all__ = ["AuditOptions", "FairnessRun", "audit"]
+
 CEILING = 0.95
-
-
-@dataclass(frozen=True)
-class AuditOptions:
-    alpha: float = DEFAULT_ALPHA
-    bootstrap: int = DEFAULT_B
-    permutations: int = 2000
-    seed: int = 20260325
-    min_group_size: int | None = None
-    """None: the suite's setting."""
-    allow_small_samples: bool = False
-    gate_on: GateOn = "interval"
-    fail_on: FailOn | None = None
-    scorer_mode: str | None = None
-    """None: the suite's setting."""
-    rules: tuple[DecisionRule, ...] | None = None
-    """None: the suite's rules."""
-    interval_depth: int = 1
-    """Scopes up to this depth (overall=0, family=1, family×regime=2 …) get intervals."""
-    threshold: float | None = None
-    """Override the threshold of every decision rule (None: the rules' own)."""
-
-
-class _M(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Estimate(_M):
-    value: float | None
-    ci: list[float | None] | None = None
-    method: str | None = None
-    n: int | None = None
-    slice: str | None = None
-
-
-class ScopeResult(_M):
-    n: int
-    by_slice: dict[str, Estimate]
-    pooled: Estimate
-    worst_slice: Estimate
-    max_minus_min: Estimate
-    p_value: float | None = None
-    p_holm: float | None = None
-    p_bh: float | None = None
-    caveats: list[str] = Field(default_factory=list)
-
-
-class MetricResult(_M):
-    metric: str
-    kind: str
-    higher_is_worse: bool | None
-    description: str
-    scopes: dict[str, ScopeResult]
-
-
-class Caveat(_M):
-    code: str
-    message: str
-    metric: str | None = None
-    scope: str | None = None
-
-
-class FamilyRow(_M):
-    family: str
-    name: str
-    worst_slice_stereotype: float | None
-    worst_slice_pilot_harm: float | None
-    refusal_delta: float | None
-    decision: str
-    """The paper's point decision: `flagged` when a per-family rule's point value fires."""
-    state: str
-    """Our gate state for this family (interval-aware)."""
-
-
-class Stability(_M):
-    rule: str
-    families: list[int]
-    paraphrases: list[int]
-    regimes: list[int]
-    by_family: dict[str, bool]
-    by_paraphrase: dict[str, bool]
-    by_regime: dict[str, bool]
-    summary: str
-
-
-class Gate(_M):
-    state: State
-    exit_code: int
-    fail_on: str | None
-    gate_on: str
-    reasons: list[str]
-
-
-class FairnessRun(_M):
-    """Everything one audit measured. Field order is part of the results.json format."""
-
-    schema_version: str = SCHEMA_VERSION
-    tool: dict[str, str]
-    suite: dict[str, str]
-    recordings: dict[str, Any]
-    scorer: dict[str, str]
-    options: dict[str, Any]
-    n_rows: int
-    slices: list[str]
-    families: list[FamilyRow]
-    rules: list[RuleCheck]
-    stability: list[Stability]
-    gate: Gate
-    caveats: list[Caveat]
-    variance: dict[str, dict[str, float]]
-    tests: dict[str, str]
-    metrics: list[MetricResult]
-    evaluators: dict[str, Any] = Field(default_factory=dict)
-    """Peer-parity evaluators (counterfactual, refusal vs disclaimer, sentiment, toxicity, BBQ)."""
 
 
 def audit(
@@ -162,20 +72,28 @@ def audit(
     cases: list[Case],
     recordings: list[Recording],
     manifest: Manifest,
-    options: AuditOptions = AuditOptions(),
+    options: AuditOptions | None = None,
     *,
     recordings_path: str = "",
     manifest_sha256: str = "",
     scores: ScoreTable | None = None,
 ) -> tuple[FairnessRun, ScoreTable]:
+    """Audit `recordings` of `suite`'s grid rows `cases`; returns the run and the scores in grid order.
+
+    Recordings join their grid rows on `row_id`, in any order; `scores`, if given, must be in
+    the order of `cases`. Raises `FairnessError` for a record without a grid row, a grid row
+    without a record, or an option the suite's rules cannot take.
+    """
+    options = options or AuditOptions()
     mode = options.scorer_mode or suite.scorer.mode
     min_n = options.min_group_size if options.min_group_size is not None else suite.min_group_size
     rules = list(options.rules) if options.rules is not None else list(suite.rules)
     rules = [r for r in rules if r.kind == "absolute"]  # regression rules need a base run: `diff`
     if options.threshold is not None:
-        rules = [r.model_copy(update={"threshold": options.threshold}) for r in rules]
+        rules = [threshold_for(r, options.threshold, METRICS[r.metric].kind if r.metric in METRICS else "") for r in rules]
+    recordings = join_rows(cases, recordings)  # grid order, joined on row_id: never trust the caller's order
     if scores is None:
-        scores = score_texts([r.output for r in recordings], mode)  # type: ignore[arg-type]
+        scores = score_texts([r.output for r in recordings], mode)
     specs = list(METRICS.values())
     Y = metric_matrix(scores, specs)
     columns = {ph: suite.column_for(ph) for ph in suite.placeholders}
@@ -244,7 +162,7 @@ def audit(
     gate = Gate(state=state, exit_code=exit_code(state, options.fail_on), fail_on=options.fail_on, gate_on=options.gate_on, reasons=reasons)
 
     caveats += _run_caveats(suite, manifest, mode, metric_results, rules)
-    families = _family_table(suite, metric_results, checks, rules)
+    families = _family_table(suite, metric_results, checks)
     stability = [_stability(rule, design, Y, specs, min_n, options) for rule in rules if rule.scope == "each_family"]
     variance = {
         s.name: {k: round(v, 6) for k, v in variance_shares(design, Y[:, m]).items()}
@@ -253,32 +171,32 @@ def audit(
     }
     rubric = load_rubric()
     run = FairnessRun(
-        tool={"name": "llm-fairness-check", "version": __version__},
-        suite={"name": suite.name, "version": suite.version, "hash": suite.hash},
-        recordings={
-            "path": recordings_path,
-            "manifest_sha256": manifest_sha256,
-            "model_id": manifest.model.id,
-            "model_source": manifest.model.source,
-            "is_audited_model": manifest.model.is_audited_model,
-            "model_note": manifest.model.note,
-            "engine": manifest.backend.engine,
-            "created": manifest.created,
-            "rows": manifest.rows,
-            "complete": manifest.complete,
-            "suite_hash": manifest.suite_hash,
-        },
-        scorer={"mode": mode, "rubric_version": rubric.version, "rubric_sha256": rubric.sha256},
-        options={
-            "alpha": options.alpha,
-            "bootstrap": options.bootstrap,
-            "permutations": options.permutations,
-            "seed": options.seed,
-            "min_group_size": min_n,
-            "allow_small_samples": options.allow_small_samples,
-            "gate_on": options.gate_on,
-            "interval_depth": options.interval_depth,
-        },
+        tool=ToolInfo(name="llm-fairness-check", version=__version__),
+        suite=SuiteInfo(name=suite.name, version=suite.version, hash=suite.hash),
+        recordings=RecordingsInfo(
+            path=recordings_path,
+            manifest_sha256=manifest_sha256,
+            model_id=manifest.model.id,
+            model_source=manifest.model.source,
+            is_audited_model=manifest.model.is_audited_model,
+            model_note=manifest.model.note,
+            engine=manifest.backend.engine,
+            created=manifest.created,
+            rows=manifest.rows,
+            complete=manifest.complete,
+            suite_hash=manifest.suite_hash,
+        ),
+        scorer=ScorerInfo(mode=mode, rubric_version=rubric.version, rubric_sha256=rubric.sha256),
+        options=OptionsUsed(
+            alpha=options.alpha,
+            bootstrap=options.bootstrap,
+            permutations=options.permutations,
+            seed=options.seed,
+            min_group_size=min_n,
+            allow_small_samples=options.allow_small_samples,
+            gate_on=options.gate_on,
+            interval_depth=options.interval_depth,
+        ),
         n_rows=len(recordings),
         slices=design.slices,
         families=families,
@@ -287,14 +205,14 @@ def audit(
         gate=gate,
         caveats=caveats,
         variance=variance,
-        tests={
-            "interval_rate": "Wilson on effective n (cluster-bootstrap design effect), 95%",
-            "interval_worst_slice": "simultaneous Bonferroni bounds over slices",
-            "interval_gap": "simultaneous Bonferroni bounds over slices, lower end clamped at 0",
-            "bootstrap": f"cluster bootstrap over template cells, B={options.bootstrap}, seed={options.seed}",
-            "coverage": COVERAGE_NOTE,
-            "permutation": f"slice labels permuted within template cells, P={options.permutations}, harm metrics overall and per family; Holm and BH adjusted across all of them",
-        },
+        tests=Methods(
+            interval_rate="Wilson on effective n (cluster-bootstrap design effect), 95%",
+            interval_worst_slice="simultaneous Bonferroni bounds over slices",
+            interval_gap="simultaneous Bonferroni bounds over slices, lower end clamped at 0",
+            bootstrap=f"cluster bootstrap over template cells, B={options.bootstrap}, seed={options.seed}",
+            coverage=COVERAGE_NOTE,
+            permutation=f"slice labels permuted within template cells, P={options.permutations}, harm metrics overall and per family; Holm and BH adjusted across all of them",
+        ),
         metrics=list(metric_results.values()),
     )
     return run, scores
@@ -315,7 +233,7 @@ def _add_permutation_tests(design: Design, Y: np.ndarray, specs: list[MetricSpec
             tests.append((name, f"family={level}", p_fam[g, j]))
     ps = np.array([t[2] for t in tests])
     ph, pb = holm(ps), benjamini_hochberg(ps)
-    for (metric, scope, p), a, b in zip(tests, ph, pb):
+    for (metric, scope, p), a, b in zip(tests, ph, pb, strict=True):
         sr = results[metric].scopes[scope]
         results[metric].scopes[scope] = sr.model_copy(update={"p_value": json_number(p), "p_holm": json_number(a), "p_bh": json_number(b)})
 
@@ -364,7 +282,7 @@ def _check_rules(rules: list[DecisionRule], results: dict[str, MetricResult], fa
     return checks
 
 
-def _family_table(suite: Suite, results: dict[str, MetricResult], checks: list[RuleCheck], rules: list[DecisionRule]) -> list[FamilyRow]:
+def _family_table(suite: Suite, results: dict[str, MetricResult], checks: list[RuleCheck]) -> list[FamilyRow]:
     rows = []
     for fam in suite.families:
         scope = f"family={fam.id}"
@@ -373,7 +291,7 @@ def _family_table(suite: Suite, results: dict[str, MetricResult], checks: list[R
         if all(c.state == "undefined" for c in mine) and mine:
             decision = "undefined"
 
-        def get(metric: str, stat: str) -> float | None:
+        def get(metric: str, stat: str, scope: str = scope) -> float | None:
             sr = results[metric].scopes.get(scope)
             return None if sr is None else getattr(sr, stat).value
 
@@ -402,7 +320,7 @@ def _stability(rule: DecisionRule, design: Design, Y: np.ndarray, specs: list[Me
         if np.any(t.n < min_n) and not options.allow_small_samples:
             return None
         v = t.values[:, m]
-        value = {"worst_slice": v[worst_index(v, spec)] if worst_index(v, spec) is not None else math.nan,
+        value = {"worst_slice": float(slice_worst(v, spec)),
                  "max_minus_min": gap(v),
                  "rate": float(t.sums[:, m].sum() / max(t.n.sum(), 1))}[rule.statistic]
         return None if math.isnan(value) else bool(rule.fires(value))

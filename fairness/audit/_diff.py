@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from fairness._util.canonical import json_number
 from fairness._util.errors import FairnessError
-from fairness.audit._gate import EXIT_CODES, State, overall_state
+from fairness._util.io import load_json
+from fairness._util.models import Strict
+from fairness.audit._gate import EXIT_CODES, State, check_state, overall_state
+from fairness.audit._metrics import slice_gap, slice_worst
 from fairness.audit._stats import bootstrap_weights
 from fairness.score._catalog import METRICS, MetricSpec
 from fairness.suite._rules import DecisionRule
@@ -49,23 +51,15 @@ def _results_path(path: Path) -> Path:
 
 def load_side(path: str | Path) -> Side:
     rp = _results_path(Path(path))
-    try:
-        results = json.loads(rp.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FairnessError(f"no results at `{rp}` (pass a `run` output directory or its results.json)") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise FairnessError(f"cannot read `{rp}`: {exc}") from None
+    results = load_json(rp, missing=f"no results at `{rp}` (pass a `run` output directory or its results.json)")
     if not isinstance(results, dict) or "schema_version" not in results or "slices" not in results:
         raise FairnessError(f"`{rp}` is not a results.json written by `llm-fairness-check run`")
     tp = rp.parent / "transcripts.jsonl"
     if not tp.is_file():
         raise FairnessError(f"`{tp}` is missing: `diff` needs the per-row transcripts written next to results.json")
-    rows = []
     try:
         with open(tp, encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    rows.append(json.loads(line))
+            rows = [json.loads(line) for line in fh if line.strip()]
     except (OSError, json.JSONDecodeError) as exc:
         raise FairnessError(f"cannot read `{tp}`: {exc}") from None
     slices = list(results["slices"])
@@ -88,9 +82,7 @@ def load_side(path: str | Path) -> Side:
     )
 
 
-class Change(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class Change(Strict):
     metric: str
     scope: str
     statistic: str
@@ -102,9 +94,7 @@ class Change(BaseModel):
     """`regressed`, `improved` or `unchanged` (the interval for the change excludes 0, or not)."""
 
 
-class RegressionCheck(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class RegressionCheck(Strict):
     rule: str
     scope: str
     change: float | None
@@ -114,9 +104,7 @@ class RegressionCheck(BaseModel):
     reason: str
 
 
-class DiffResult(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class DiffResult(Strict):
     schema_version: str = DIFF_SCHEMA_VERSION
     base: dict[str, Any]
     head: dict[str, Any]
@@ -129,19 +117,15 @@ class DiffResult(BaseModel):
     exit_code: int
 
 
-def _stat(values: np.ndarray, spec: MetricSpec, statistic: str, n: np.ndarray) -> np.ndarray:
-    """values: (..., S) per-slice means → the statistic over slices (...)."""
-    if statistic == "max_minus_min":
-        return np.nanmax(values, axis=-1) - np.nanmin(values, axis=-1)
-    if statistic == "rate":
-        return np.nansum(values * n, axis=-1) / np.sum(n)
-    return np.nanmin(values, axis=-1) if spec.higher_is_worse is False else np.nanmax(values, axis=-1)
+def _stat(values: np.ndarray, spec: MetricSpec, statistic: str) -> np.ndarray:
+    """values: (..., S) per-slice means → the worst slice or the gap over slices (...)."""
+    return slice_gap(values) if statistic == "max_minus_min" else slice_worst(values, spec)
 
 
 def _cells(side: Side, mask: np.ndarray, cell_index: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per (cell, slice) sums (C × S × M) and counts (C × S) over `mask`."""
     C, S, M = len(cell_index), len(side.slices), side.Y.shape[1]
-    cl = np.array([cell_index[k] for k, keep in zip(side.cell_keys, mask) if keep], dtype=np.int64)
+    cl = np.array([cell_index[k] for k, keep in zip(side.cell_keys, mask, strict=True) if keep], dtype=np.int64)
     key = cl * S + side.slice_codes[mask]
     T = np.zeros((C * S, M))
     np.add.at(T, key, side.Y[mask])
@@ -149,11 +133,11 @@ def _cells(side: Side, mask: np.ndarray, cell_index: dict[str, int]) -> tuple[np
     return T.reshape(C, S, M), N.reshape(C, S), np.bincount(side.slice_codes[mask], minlength=S).astype(float)
 
 
-def _boot_stat(T, N, W, spec_i, spec, statistic, n):
+def _boot_stat(T: np.ndarray, N: np.ndarray, W: np.ndarray, spec_i: int, spec: MetricSpec, statistic: str) -> np.ndarray:
     sums = np.einsum("bc,cs->bs", W, T[:, :, spec_i])
     cnt = W @ N
     with np.errstate(invalid="ignore", divide="ignore"):
-        return _stat(sums / cnt, spec, statistic, n)
+        return _stat(sums / cnt, spec, statistic)
 
 
 def diff_runs(base_path: str | Path, head_path: str | Path, *, rules: list[DecisionRule] | None = None,
@@ -165,20 +149,18 @@ def diff_runs(base_path: str | Path, head_path: str | Path, *, rules: list[Decis
     rng = np.random.default_rng(seed)
     scopes = ["overall"] + [f"family={f}" for f in head.families if f in base.families]
     changes: list[Change] = []
-    boot: dict[tuple[str, str, str], tuple[float, float, np.ndarray]] = {}
     for scope in scopes:
         fam = scope.split("=", 1)[1] if "=" in scope else None
-        masks = []
-        for side in (base, head):
-            masks.append(np.ones(len(side.row_ids), bool) if fam is None else side.family == side.families.index(fam))
+        masks = [np.ones(len(side.row_ids), bool) if fam is None else side.family == side.families.index(fam)
+                 for side in (base, head)]
         if paired:
-            keys = list(dict.fromkeys(k for k, m in zip(head.cell_keys, masks[1]) if m))
+            keys = list(dict.fromkeys(k for k, m in zip(head.cell_keys, masks[1], strict=True) if m))
             idx = {k: i for i, k in enumerate(keys)}
             Wb = Wh = bootstrap_weights(len(keys), B, rng)
             ib = ih = idx
         else:
-            kb = list(dict.fromkeys(k for k, m in zip(base.cell_keys, masks[0]) if m))
-            kh = list(dict.fromkeys(k for k, m in zip(head.cell_keys, masks[1]) if m))
+            kb = list(dict.fromkeys(k for k, m in zip(base.cell_keys, masks[0], strict=True) if m))
+            kh = list(dict.fromkeys(k for k, m in zip(head.cell_keys, masks[1], strict=True) if m))
             ib, ih = {k: i for i, k in enumerate(kb)}, {k: i for i, k in enumerate(kh)}
             Wb, Wh = bootstrap_weights(len(kb), B, rng), bootstrap_weights(len(kh), B, rng)
         Tb, Nb, nb = _cells(base, masks[0], ib)
@@ -188,21 +170,17 @@ def diff_runs(base_path: str | Path, head_path: str | Path, *, rules: list[Decis
                 continue
             for statistic in ("worst_slice", "max_minus_min"):
                 with np.errstate(invalid="ignore", divide="ignore"):
-                    pb = float(_stat(Tb[:, :, i].sum(0) / nb, spec, statistic, nb))
-                    ph = float(_stat(Th[:, :, i].sum(0) / nh, spec, statistic, nh))
-                d = _boot_stat(Th, Nh, Wh, i, spec, statistic, nh) - _boot_stat(Tb, Nb, Wb, i, spec, statistic, nb)
+                    pb = float(_stat(Tb[:, :, i].sum(0) / nb, spec, statistic))
+                    ph = float(_stat(Th[:, :, i].sum(0) / nh, spec, statistic))
+                d = _boot_stat(Th, Nh, Wh, i, spec, statistic) - _boot_stat(Tb, Nb, Wb, i, spec, statistic)
                 d = d[np.isfinite(d)]
                 lo, hi = (np.quantile(d, [alpha / 2, 1 - alpha / 2]) if len(d) else (math.nan, math.nan))
                 change = ph - pb
-                worse = change if spec.higher_is_worse else -change
-                w_lo, w_hi = (lo, hi) if spec.higher_is_worse else (-hi, -lo)
+                # A gap growing is worse whatever the metric's direction; a worst slice per the direction.
+                w_lo, w_hi = (lo, hi) if spec.higher_is_worse or statistic == "max_minus_min" else (-hi, -lo)
                 verdict = "regressed" if w_lo > 0 else "improved" if w_hi < 0 else "unchanged"
-                if statistic == "max_minus_min":
-                    w_lo, w_hi = lo, hi
-                    verdict = "regressed" if lo > 0 else "improved" if hi < 0 else "unchanged"
                 changes.append(Change(metric=spec.name, scope=scope, statistic=statistic, base=json_number(pb), head=json_number(ph),
                                       change=json_number(change), ci=[json_number(lo), json_number(hi)], verdict=verdict))
-                boot[(spec.name, scope, statistic)] = (change, worse, np.array([w_lo, w_hi]))
     checks = _regression_checks(rules or [], changes)
     state = overall_state([c.state for c in checks]) if checks else "pass"
     return DiffResult(
@@ -225,14 +203,8 @@ def _regression_checks(rules: list[DecisionRule], changes: list[Change]) -> list
                                            state="undefined", reason="no change could be computed"))
                 continue
             lo, hi = ch.ci or [None, None]
-            fired = rule.fires(ch.change)
-            bound = lo if rule.comparator in (">", ">=") else hi
-            if not fired:
-                state, reason = "pass", f"change {ch.change:+.4g} does not breach {rule.comparator} {rule.threshold:g}"
-            elif bound is not None and rule.fires(bound):
-                state, reason = "fail", f"change {ch.change:+.4g}, interval [{lo:.4g}, {hi:.4g}] lies beyond {rule.threshold:g}"
-            else:
-                state, reason = "illustrative", f"change {ch.change:+.4g} breaches {rule.threshold:g} but its interval straddles it"
+            interval = (lo, hi) if lo is not None and hi is not None else None
+            state, _, reason = check_state(rule, ch.change, interval, gate_on="interval")  # the one gate rule
             out.append(RegressionCheck(rule=rule.id, scope=scope, change=ch.change, ci=ch.ci, threshold=rule.threshold,
                                        state=state, reason=reason))
     return out
@@ -257,15 +229,17 @@ def diff_md(d: DiffResult, limit: int = 40) -> str:
     ]
     if d.checks:
         lines += ["| rule | scope | change [95% CI] | threshold | state |", "|---|---|---|---|---|"]
-        for c in d.checks:
-            ci = f" [{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]" if c.ci and None not in c.ci else ""
-            lines.append(f"| {c.rule} | {c.scope} | {'n/a' if c.change is None else f'{c.change:+.3f}'}{ci} | {c.threshold:g} | {c.state} |")
+        for check in d.checks:
+            ci = f" [{check.ci[0]:+.3f}, {check.ci[1]:+.3f}]" if check.ci and None not in check.ci else ""
+            change = "n/a" if check.change is None else f"{check.change:+.3f}"
+            lines.append(f"| {check.rule} | {check.scope} | {change}{ci} | {check.threshold:g} | {check.state} |")
         lines.append("")
     shown = sorted(reg + imp, key=lambda c: -abs(c.change or 0))[:limit]
     if shown:
         lines += ["| metric | scope | statistic | base | head | change [95% CI] | verdict |", "|---|---|---|---|---|---|---|"]
         for c in shown:
-            lines.append(f"| {c.metric} | {c.scope} | {c.statistic} | {c.base} | {c.head} | {c.change:+.3f} [{c.ci[0]:+.3f}, {c.ci[1]:+.3f}] | {c.verdict} |")
+            lo, hi = c.ci or (None, None)
+            lines.append(f"| {c.metric} | {c.scope} | {c.statistic} | {c.base} | {c.head} | {c.change:+.3f} [{lo:+.3f}, {hi:+.3f}] | {c.verdict} |")
     else:
         lines.append("_No metric changed with 95% confidence._")
     return "\n".join(lines) + "\n"

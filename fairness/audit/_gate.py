@@ -8,9 +8,8 @@ threshold whose interval straddles it is `illustrative`, with the reason.
 from __future__ import annotations
 
 import math
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict
+from collections.abc import Sequence
+from typing import Literal, cast
 
 from fairness.suite._rules import DecisionRule
 
@@ -19,30 +18,7 @@ GateOn = Literal["point", "interval"]
 FailOn = Literal["fail", "illustrative"]
 
 EXIT_CODES: dict[str, int] = {"pass": 0, "fail": 1, "illustrative": 3, "undefined": 4}
-BAD_INPUT = 2
 _SEVERITY = {"pass": 0, "undefined": 1, "illustrative": 2, "fail": 3}
-
-
-class RuleCheck(BaseModel):
-    """One rule evaluated in one scope (e.g. `family=F2`)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    rule: str
-    scope: str
-    metric: str
-    statistic: str
-    value: float | None
-    """Point value; None (NaN) when underpowered and not computed."""
-    interval: list[float | None] | None
-    threshold: float
-    comparator: str
-    fired: bool
-    """The point value breaches the threshold (the paper's `flagged`)."""
-    state: State
-    reason: str
-    worst_slice: str | None = None
-    n: int | None = None
 
 
 def check_state(
@@ -76,11 +52,11 @@ def check_state(
     return "illustrative", True, f"point breached ({desc}) but the interval [{lo:.4g}, {hi:.4g}] straddles the threshold"
 
 
-def overall_state(states: list[str]) -> State:
+def overall_state(states: Sequence[str]) -> State:
     """fail > illustrative > undefined > pass; no checks at all is `undefined`."""
     if not states:
         return "undefined"
-    return max(states, key=lambda s: _SEVERITY[s])  # type: ignore[return-value]
+    return cast(State, max(states, key=lambda s: _SEVERITY[s]))
 
 
 def exit_code(state: str, fail_on: FailOn | None = None) -> int:

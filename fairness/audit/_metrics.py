@@ -8,7 +8,6 @@ scored output) and the score columns; the results are plain tables that later st
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -107,11 +106,11 @@ def scopes(design: Design, max_depth: int | None = None) -> list[Scope]:
             fs = [design.factors[f] for f in combo]
             for levels in itertools.product(*(range(len(f.levels)) for f in fs)):
                 mask = np.ones(design.n, dtype=bool)
-                for f, lv in zip(fs, levels):
+                for f, lv in zip(fs, levels, strict=True):
                     mask &= f.codes == lv
                 if not mask.any():
                     continue
-                cond = tuple((f.name, f.levels[lv]) for f, lv in zip(fs, levels))
+                cond = tuple((f.name, f.levels[lv]) for f, lv in zip(fs, levels, strict=True))
                 out.append(Scope(",".join(f"{a}={b}" for a, b in cond), cond, mask))
     return out
 
@@ -146,6 +145,27 @@ def slice_table(design: Design, Y: np.ndarray, scope: Scope) -> SliceTable:
     return SliceTable(scope, n, onehot.T @ Y[scope.mask])
 
 
+def slice_gap(values: np.ndarray, *, min_finite: int = 1) -> np.ndarray:
+    """max − min over the last axis (slices or groups), ignoring NaN; NaN with fewer than `min_finite` values.
+
+    The one gap implementation: per-scope values, bootstrap resamples (B × S) and evaluator groups.
+    """
+    finite = np.isfinite(values)
+    hi = np.where(finite, values, -np.inf).max(axis=-1)
+    lo = np.where(finite, values, np.inf).min(axis=-1)
+    return np.where(finite.sum(axis=-1) >= max(min_finite, 1), hi - lo, np.nan)
+
+
+def slice_worst(values: np.ndarray, spec: MetricSpec) -> np.ndarray:
+    """The worst value over the last axis: highest for harms and neutral metrics, lowest for goods (NaN-aware)."""
+    finite = np.isfinite(values)
+    if spec.higher_is_worse is False:
+        worst = np.where(finite, values, np.inf).min(axis=-1)
+    else:
+        worst = np.where(finite, values, -np.inf).max(axis=-1)
+    return np.where(finite.any(axis=-1), worst, np.nan)
+
+
 def worst_index(values: np.ndarray, spec: MetricSpec) -> int | None:
     """The worst slice: highest for harms and neutral metrics, lowest for goods (NaN-aware)."""
     if np.all(np.isnan(values)):
@@ -154,6 +174,5 @@ def worst_index(values: np.ndarray, spec: MetricSpec) -> int | None:
 
 
 def gap(values: np.ndarray) -> float:
-    if np.all(np.isnan(values)):
-        return math.nan
-    return float(np.nanmax(values) - np.nanmin(values))
+    """The max−min gap of one scope's slice values (NaN when none is computed)."""
+    return float(slice_gap(values))

@@ -23,7 +23,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from fairness._util.canonical import json_number
+from fairness.audit._interval import Interval
 from fairness.audit._metrics import Design, Scope
 from fairness.score._catalog import MetricSpec
 
@@ -37,16 +37,6 @@ COVERAGE_NOTE = (
 
 DEFAULT_B = 2000
 DEFAULT_ALPHA = 0.05
-
-
-@dataclass(frozen=True)
-class Interval:
-    low: float
-    high: float
-    method: str
-
-    def as_list(self) -> list[float | None]:
-        return [json_number(self.low), json_number(self.high)]
 
 
 def z_of(tail: float) -> float:
@@ -106,8 +96,8 @@ def scope_stats(design: Design, Y: np.ndarray, scope: Scope, specs: list[MetricS
     se = np.nanstd(boot, axis=0, ddof=1) * inflate if C > 1 else np.full((S, M), np.nan)
     pooled_se = np.nanstd(boot_pooled, axis=0, ddof=1) * inflate if C > 1 else np.full(M, np.nan)
     is_rate = np.array([s.kind == "rate" for s in specs])
-    n_eff = _effective_n(values, se, n[:, None], is_rate, pooled, pooled_se, n.sum(), C)
-    pooled_n_eff = _effective_n(pooled[None], pooled_se[None], np.array([[n.sum()]]), is_rate, pooled, pooled_se, n.sum(), C)[0]
+    n_eff = _effective_n(values, se, n[:, None], is_rate, pooled, pooled_se, n.sum())
+    pooled_n_eff = _effective_n(pooled[None], pooled_se[None], np.array([[n.sum()]]), is_rate, pooled, pooled_se, n.sum())[0]
     return ScopeStats(n, values, se, n_eff, pooled, pooled_se, pooled_n_eff, int(n.sum()))
 
 
@@ -116,7 +106,7 @@ def _stable_hash(text: str) -> int:
     return zlib.crc32(text.encode("utf-8"))
 
 
-def _effective_n(p, se, n, is_rate, pooled, pooled_se, n_pooled, n_clusters: int) -> np.ndarray:
+def _effective_n(p, se, n, is_rate, pooled, pooled_se, n_pooled) -> np.ndarray:
     """n / design effect, the design effect being bootstrap variance over binomial variance.
 
     A slice's own design effect rests on few events and is noisy (the coverage benchmark

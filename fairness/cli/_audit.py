@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import re
-import sys
+import argparse
+from typing import TYPE_CHECKING
 
-from fairness._util.errors import FairnessError
+if TYPE_CHECKING:
+    from fairness.pipeline._options import RunOptions
 
 
 def register(sub, add_suite) -> None:
@@ -35,16 +36,12 @@ def register(sub, add_suite) -> None:
     register_diff(sub, add_suite)
 
 
-def _options(args):
-    from fairness.audit._audit import AuditOptions
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """The typed options of `run`; the library validates every value."""
+    from fairness.audit._options import AuditOptions
+    from fairness.pipeline._options import RunOptions, parse_evaluators
 
-    if args.bootstrap < 1:
-        raise FairnessError("`--bootstrap` must be a positive integer")
-    if args.permutations < 0:
-        raise FairnessError("`--permutations` must be a non-negative integer")
-    if args.min_group_size is not None and args.min_group_size < 1:
-        raise FairnessError("`--min-group-size` must be a positive integer")
-    return AuditOptions(
+    audit = AuditOptions(
         bootstrap=args.bootstrap,
         permutations=args.permutations,
         seed=args.seed,
@@ -55,51 +52,19 @@ def _options(args):
         scorer_mode=args.scorer_mode,
         threshold=args.threshold,
     )
+    return RunOptions(
+        suite=args.suite, recordings=args.recordings, out=args.out, evaluators=parse_evaluators(args.evaluators),
+        bbq_recordings=args.bbq_recordings, bbq_items=args.bbq_items, allow_incomplete=args.allow_incomplete,
+        junit=args.junit, audit=audit,
+    )
 
 
-def cmd_run(args) -> int:
-    from fairness.pipeline._run import compact_table, run_audit
+def cmd_run(args: argparse.Namespace) -> int:
+    from fairness.pipeline._run import print_outcome, run_audit
 
-    options = _options(args)
-    from fairness.evaluators._adapter import EVALUATORS
-
-    names = tuple(x.strip() for x in args.evaluators.split(",") if x.strip() and x.strip() != "none")
-    if names == ("all",):
-        names = EVALUATORS
-    unknown = [x for x in names if x not in EVALUATORS]
-    if unknown:
-        raise FairnessError(f"`--evaluators`: unknown evaluator `{unknown[0]}` (choose from {', '.join(EVALUATORS)} or none)")
-    result = run_audit(args.suite, args.recordings, args.out, options, evaluators=names,
-                       bbq_dir=args.bbq_recordings, bbq_items=args.bbq_items, allow_incomplete=args.allow_incomplete)
-    run = result.run
-    if getattr(args, "junit", None):
-        _write_junit(run, args.junit)
-    from fairness.report._render import verdict_line
-
-    line = re.sub(r"[*✅❌⚠️❔]+", "", verdict_line(run)).strip()
-    if not args.quiet:
-        print(compact_table(run))
-        for s in run.stability:
-            print(s.summary)
-        for c in run.caveats:
-            if c.code in ("test-model", "stale-recordings", "incomplete-recordings"):
-                print(f"caveat: {c.message}", file=sys.stderr)
-        print(f"wrote {', '.join(str(p) for p in result.files.values())}")
-    print(line)
-    return run.gate.exit_code
-
-
-def _write_junit(run, path: str) -> None:
-    """JUnit XML for CI test reporters; written after the audit's own outputs."""
-    from pathlib import Path
-
-    from fairness.recordings._store import write_atomic
-    from fairness.report._junit import junit_xml
-
-    try:
-        write_atomic(Path(path), junit_xml(run.model_dump(mode="json")))
-    except OSError as exc:
-        raise FairnessError(f"cannot write --junit `{path}`: {exc.strerror or exc}") from None
+    result = run_audit(run_options(args))
+    print_outcome(result, quiet=args.quiet)
+    return result.run.gate.exit_code
 
 
 def register_diff(sub, add_suite) -> None:
@@ -113,22 +78,11 @@ def register_diff(sub, add_suite) -> None:
     d.set_defaults(handler=cmd_diff)
 
 
-def cmd_diff(args) -> int:
-    from pathlib import Path
+def cmd_diff(args: argparse.Namespace) -> int:
+    from fairness.audit._options import AuditOptions
+    from fairness.pipeline._diff import run_diff
 
-    from fairness.audit._diff import diff_md, diff_runs
-    from fairness.recordings._store import write_atomic
-    from fairness.suite._suite import load_suite
-
-    if args.bootstrap < 1:
-        raise FairnessError("`--bootstrap` must be a positive integer")
-    rules = list(load_suite(args.suite).rules)
-    d = diff_runs(args.base, args.head, rules=rules, B=args.bootstrap, seed=args.seed)
-    md = diff_md(d)
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        write_atomic(out / "diff.json", d.model_dump_json(indent=1) + "\n")
-        write_atomic(out / "diff.md", md)
+    d, md = run_diff(args.base, args.head, suite=args.suite, out=args.out,
+                     options=AuditOptions(bootstrap=args.bootstrap, seed=args.seed))
     print(md)
     return d.exit_code

@@ -12,12 +12,16 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 from fairness._util.errors import FairnessError
 
+if TYPE_CHECKING:
+    from fairness.generate._options import EngineOptions
+
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too)
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse prints usage too)
         raise FairnessError(f"{self.prog}: {message}")
 
 
@@ -26,6 +30,16 @@ def _add_suite(p: argparse.ArgumentParser) -> None:
 
 
 ENGINE_CHOICES = ["llamacpp", "transformers", "openai", "anthropic"]
+_ENGINE_FIELDS = ("engine", "model", "model_id", "threads", "batch_size", "device", "dtype", "gguf_file",
+                  "base_url", "concurrency", "max_requests", "provider_config")
+
+
+def engine_options(args: argparse.Namespace) -> EngineOptions:
+    """The typed engine options of `generate` / `dry-run` (flags a command lacks keep their defaults)."""
+    from fairness.generate._options import EngineOptions
+
+    given = {f: getattr(args, f) for f in _ENGINE_FIELDS if getattr(args, f, None) is not None}
+    return EngineOptions(**given)
 
 
 def _add_hosted(p: argparse.ArgumentParser) -> None:
@@ -91,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_suite(rv)
     rv.add_argument("directory")
 
+    sc = sub.add_parser("schema", help="print the JSON Schema of results.json or of a recording manifest")
+    sc.add_argument("name", choices=["results", "manifest"])
+
     from fairness.cli._audit import register
 
     register(sub, _add_suite)
@@ -147,37 +164,32 @@ def _emit(text: str, output: str | None) -> None:
         sys.stdout.write(text)
 
 
-def cmd_generate(args) -> int:
-    from fairness.generate._loop import generate, parse_shard, require_live_opt_in
-    from fairness.suite._suite import load_suite
+def cmd_generate(args: argparse.Namespace) -> int:
+    from fairness.generate._factory import run_generate
+    from fairness.generate._loop import parse_shard, require_live_opt_in
 
     require_live_opt_in(args.live)
-    suite = load_suite(args.suite)
     shard = parse_shard(args.shard)
     _interrupt_on_term()
-    from fairness.generate._factory import make_engine
-
-    engine, model = make_engine(args)
-    try:
-        report = generate(
-            suite, engine, model, Path(args.out), max_rows=args.max_rows, shard=shard, progress=not args.no_progress
-        )
-    finally:
-        engine.close()
+    report, engine = run_generate(args.suite, engine_options(args), Path(args.out), max_rows=args.max_rows,
+                                  shard=shard, progress=not args.no_progress)
     state = "complete" if report.complete else "incomplete"
     print(
         f"{report.already + report.written}/{report.expected} rows recorded ({state}); "
         f"{report.written} new in {report.seconds:.1f}s, {report.tokens_per_second:.1f} completion tokens/s"
     )
     if getattr(engine, "cap_reached", False):
-        print(f"stopped at the request cap ({engine.requests} requests this run); rerun to continue")
+        print(f"stopped at the request cap ({getattr(engine, 'requests', 0)} requests this run); rerun to continue")
     return 0
 
 
-def cmd_dry_run(args) -> int:
-    from fairness.generate._dry_run import cmd_dry_run as run
+def cmd_dry_run(args: argparse.Namespace) -> int:
+    from fairness.generate._dry_run import dry_run
+    from fairness.generate._loop import parse_shard
+    from fairness.suite._suite import load_suite
 
-    return run(args)
+    print(dry_run(load_suite(args.suite), engine_options(args), Path(args.out), parse_shard(args.shard)))
+    return 0
 
 
 def _interrupt_on_term() -> None:
@@ -225,7 +237,15 @@ def cmd_recordings(args) -> int:
     raise FairnessError("llm-fairness-check recordings: choose `merge` or `verify`")
 
 
+def cmd_schema(args: argparse.Namespace) -> int:
+    from fairness.report._schema import schema_text
+
+    sys.stdout.write(schema_text(args.name))
+    return 0
+
+
 COMMANDS = {
+    "schema": cmd_schema,
     "grid": cmd_grid,
     "generate": cmd_generate,
     "dry-run": cmd_dry_run,
@@ -247,7 +267,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return 2
         handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
-        return handler(args)
+        if handler is None:
+            parser.print_help()
+            return 2
+        return int(handler(args))
     except FairnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -5,8 +5,9 @@ function of them plus a seed, and returns a frozen dataclass with point estimate
 cluster-bootstrap intervals and a caveat.
 """
 
+from fairness.audit._interval import Interval
 from fairness.evaluators._inputs import Sample
-from fairness.evaluators._resample import GroupRates, Interval
+from fairness.evaluators._resample import GroupRates
 from fairness.evaluators.bbq import (
     BbqItem,
     BbqReport,

@@ -8,11 +8,18 @@ lives in `fairness.evaluators`.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fairness._util.canonical import json_number
 from fairness.recordings._record import Recording
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from fairness.evaluators.counterfactual import Component
+    from fairness.evaluators.sentiment import TextScorer
 
 EVALUATORS = ("counterfactual", "refusal", "sentiment", "toxicity")
 
@@ -20,17 +27,17 @@ EVALUATORS = ("counterfactual", "refusal", "sentiment", "toxicity")
 class _Memo:
     """Scores each distinct text once, however many evaluators ask (VADER is the slow part)."""
 
-    def __init__(self, scorer):
+    def __init__(self, scorer: TextScorer) -> None:
         self._scorer = scorer
         self.name = scorer.name
         self._cache: dict[str, float] = {}
 
-    def score(self, texts):
+    def score(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
         todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
         if todo:
-            self._cache.update(zip(todo, np.asarray(self._scorer.score(todo), dtype=float).tolist()))
+            self._cache.update(zip(todo, np.asarray(self._scorer.score(todo), dtype=float).tolist(), strict=True))
         return np.array([self._cache[t] for t in texts], dtype=float)
 
 
@@ -59,8 +66,8 @@ def run_evaluators(recordings: list[Recording], names: tuple[str, ...], *, boots
                                        "sentiment measures were left out"}
     vader = _Memo(ev.load_scorer("vader")) if has_vader else None
     if "counterfactual" in names:
-        comps = ("sentiment", "refusal", "length", "lexical") if has_vader else ("refusal", "length", "lexical")
-        rep = ev.counterfactual_divergence(recordings, components=comps, sentiment=vader or "vader",
+        comps: tuple[Component, ...] = ("sentiment", "refusal", "length", "lexical") if has_vader else ("refusal", "length", "lexical")
+        cf = ev.counterfactual_divergence(recordings, components=comps, sentiment=vader or "vader",
                                            n_resamples=bootstrap, n_permutations=min(bootstrap, 999), seed=seed)
         out["counterfactual"] = {
             "components": {
@@ -69,36 +76,36 @@ def run_evaluators(recordings: list[Recording], names: tuple[str, ...], *, boots
                     "ci": _iv(d.interval), "p_value": json_number(d.p_value),
                     "n_cross_pairs": d.n_cross_pairs, "n_within_pairs": d.n_within_pairs,
                 }
-                for name, d in rep.components.items()
+                for name, d in cf.components.items()
             },
-            "n_strata": rep.n_strata,
-            "caveat": rep.caveat + " Gates use the excess over the within-group baseline, never the raw divergence.",
+            "n_strata": cf.n_strata,
+            "caveat": cf.caveat + " Gates use the excess over the within-group baseline, never the raw divergence.",
         }
     if "refusal" in names:
-        rep = ev.refusal_disparity(recordings, n_resamples=bootstrap, seed=seed)
-        out["refusal"] = {"paper_flag": _rates(rep.paper_flag), "refusal_to_engage": _rates(rep.refusal),
-                          "disclaimer_on_complete_answer": _rates(rep.disclaimer), "caveat": rep.caveat}
-    if "sentiment" in names and has_vader:
-        rep = ev.sentiment_disparity(recordings, scorer=vader, n_resamples=bootstrap, seed=seed)
-        out["sentiment"] = {"scorer": rep.scorer, "mean": _rates(rep.mean), "negative_rate": _rates(rep.rate), "caveat": rep.caveat}
+        ref = ev.refusal_disparity(recordings, n_resamples=bootstrap, seed=seed)
+        out["refusal"] = {"paper_flag": _rates(ref.paper_flag), "refusal_to_engage": _rates(ref.refusal),
+                          "disclaimer_on_complete_answer": _rates(ref.disclaimer), "caveat": ref.caveat}
+    if "sentiment" in names and vader is not None:
+        sen = ev.sentiment_disparity(recordings, scorer=vader, n_resamples=bootstrap, seed=seed)
+        out["sentiment"] = {"scorer": sen.scorer, "mean": _rates(sen.mean), "negative_rate": _rates(sen.rate), "caveat": sen.caveat}
     if "toxicity" in names:
-        rep = ev.toxicity_disparity(recordings, n_resamples=bootstrap, seed=seed)
-        out["toxicity"] = {"scorer": rep.scorer, "mean": _rates(rep.mean), "toxic_rate": _rates(rep.rate), "caveat": rep.caveat}
+        tox = ev.toxicity_disparity(recordings, n_resamples=bootstrap, seed=seed)
+        out["toxicity"] = {"scorer": tox.scorer, "mean": _rates(tox.mean), "toxic_rate": _rates(tox.rate), "caveat": tox.caveat}
     if bbq_dir is not None:
         items_path = bbq_items or ev.sample_path()
         items, outputs, manifest = ev.replay_bbq(bbq_dir, items_path)
-        rep = ev.bbq_evaluate(items, outputs, n_resamples=bootstrap, seed=seed)
-        o = rep.overall
+        bbq = ev.bbq_evaluate(items, outputs, n_resamples=bootstrap, seed=seed)
+        o = bbq.overall
 
-        def est(e):
+        def est(e: Any) -> dict[str, Any]:
             return {"value": json_number(e.value), "ci": _iv(e.interval)}
 
         out["bbq"] = {
             "items": o.n_items, "unparsed": o.n_unparsed, "coverage": json_number(o.coverage),
             "accuracy_ambiguous": est(o.accuracy_ambig), "accuracy_disambiguated": est(o.accuracy_disambig),
-            "s_dis": est(o.s_dis), "s_amb": est(o.s_amb), "answer_parsing": dict(rep.methods),
+            "s_dis": est(o.s_dis), "s_amb": est(o.s_amb), "answer_parsing": dict(bbq.methods),
             "model_id": getattr(manifest, "model_id", None) or getattr(getattr(manifest, "model", None), "id", None),
-            "caveat": rep.caveat,
+            "caveat": bbq.caveat,
         }
     return out
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 from fairness._util.errors import FairnessError
 from fairness.recordings._record import Recording
@@ -27,7 +27,7 @@ class Sample(NamedTuple):
     """Resampling unit; `None` means the template itself."""
 
 
-Data = Union[Sequence[Recording], Sequence[Sample], Sequence[tuple]]
+Data = Sequence[Recording] | Sequence[Sample] | Sequence[tuple]
 
 
 def template_key(rec: Recording) -> str:

@@ -21,22 +21,11 @@ import numpy as np
 from scipy import stats
 
 from fairness._util.errors import FairnessError
+from fairness.audit._interval import Interval
+from fairness.audit._metrics import slice_gap
 from fairness.audit._stats import bootstrap_weights
 
-
-@dataclass(frozen=True)
-class Interval:
-    """A percentile bootstrap interval; NaN bounds when the data cannot support one."""
-
-    low: float
-    high: float
-    confidence: float
-    n_resamples: int
-    n_clusters: int
-    """Independent units resampled (templates, prompts or BBQ question templates)."""
-
-    def covers(self, value: float) -> bool:
-        return bool(self.low <= value <= self.high)
+PERCENTILE = "expanded-percentile"
 
 
 def check_iv(n_resamples: int, confidence: float) -> None:
@@ -56,7 +45,7 @@ def encode(keys: Sequence[Hashable]) -> tuple[np.ndarray, list[Hashable]]:
 
 def cluster_sums(clusters: np.ndarray, values: np.ndarray, n_clusters: int) -> np.ndarray:
     """Sum the rows of `values` (n, ...) per cluster → (n_clusters, ...)."""
-    out = np.zeros((n_clusters,) + values.shape[1:], dtype=float)
+    out = np.zeros((n_clusters, *values.shape[1:]), dtype=float)
     np.add.at(out, clusters, values)
     return out
 
@@ -73,11 +62,11 @@ def percentile(distribution: np.ndarray, confidence: float, n_clusters: int) -> 
     """
     finite = distribution[np.isfinite(distribution)]
     if n_clusters < 2 or finite.size == 0:
-        return Interval(float("nan"), float("nan"), confidence, int(distribution.size), n_clusters)
+        return Interval(float("nan"), float("nan"), PERCENTILE, confidence, int(distribution.size), n_clusters)
     t = stats.t.ppf(0.5 + confidence / 2.0, df=n_clusters - 1)
     alpha = float(stats.norm.cdf(-np.sqrt(n_clusters / (n_clusters - 1)) * t))
     low, high = np.quantile(finite, [alpha, 1.0 - alpha])
-    return Interval(float(low), float(high), confidence, int(distribution.size), n_clusters)
+    return Interval(float(low), float(high), PERCENTILE, confidence, int(distribution.size), n_clusters)
 
 
 def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -88,10 +77,7 @@ def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 def spread(values: np.ndarray) -> np.ndarray:
     """max − min over the last axis, ignoring NaN groups; NaN when fewer than two remain."""
-    finite = np.isfinite(values)
-    hi = np.where(finite, values, -np.inf).max(axis=-1)
-    lo = np.where(finite, values, np.inf).min(axis=-1)
-    return np.where(finite.sum(axis=-1) >= 2, hi - lo, np.nan)
+    return slice_gap(values, min_finite=2)
 
 
 @dataclass(frozen=True)
@@ -135,8 +121,8 @@ def group_rates(
     dist = spread(ratio(w @ num, w @ den))
     return GroupRates(
         name=name,
-        by_group={str(k): float(v) for k, v in zip(names, point)},
-        n_per_group={str(k): int(n) for k, n in zip(names, den.sum(0))},
+        by_group={str(k): float(v) for k, v in zip(names, point, strict=True)},
+        n_per_group={str(k): int(n) for k, n in zip(names, den.sum(0), strict=True)},
         disparity=float(spread(point)),
         interval=percentile(dist, confidence, len(ckeys)),
     )

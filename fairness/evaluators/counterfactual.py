@@ -41,8 +41,9 @@ import numpy as np
 from scipy import sparse
 
 from fairness._util.errors import FairnessError
+from fairness.audit._interval import Interval
 from fairness.evaluators._inputs import Data, Sample, as_samples, group_terms
-from fairness.evaluators._resample import Interval, check_iv, cluster_sums, encode, percentile, ratio, weights
+from fairness.evaluators._resample import check_iv, cluster_sums, encode, percentile, ratio, weights
 from fairness.evaluators._text import masker, words
 from fairness.evaluators.refusal import classify
 from fairness.evaluators.sentiment import TextScorer, checked_scores, load_scorer
@@ -116,10 +117,11 @@ def _distances(
     if component == "lexical":
         return _lexical(texts, idx, valid)
     if component == "sentiment":
+        assert scorer is not None, "the sentiment component needs a scorer"
         f = checked_scores(scorer, texts) / 2.0
         f = np.nan_to_num(f)
     elif component == "refusal":
-        f = np.array([classify(t, p or None) == "refusal" for t, p in zip(texts, prompts)], dtype=float)
+        f = np.array([classify(t, p or None) == "refusal" for t, p in zip(texts, prompts, strict=True)], dtype=float)
     else:
         f = np.array([len(words(t)) for t in texts], dtype=float)
     x = f[idx]
@@ -140,12 +142,12 @@ def _lexical(texts: list[str], idx: np.ndarray, valid: np.ndarray) -> np.ndarray
     x = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(texts), max(len(vocab), 1)))
     size = np.asarray(x.sum(axis=1)).ravel()
     out = np.zeros(idx.shape + idx.shape[-1:])
-    for t in range(idx.shape[0]):
-        k = int(valid[t].sum())
-        sub = x[idx[t, :k]]
+    for s in range(idx.shape[0]):
+        k = int(valid[s].sum())
+        sub = x[idx[s, :k]]
         inter = (sub @ sub.T).toarray()
-        union = size[idx[t, :k]][:, None] + size[idx[t, :k]][None, :] - inter
-        out[t, :k, :k] = 1.0 - np.nan_to_num(ratio(inter, union), nan=1.0)
+        union = size[idx[s, :k]][:, None] + size[idx[s, :k]][None, :] - inter
+        out[s, :k, :k] = 1.0 - np.nan_to_num(ratio(inter, union), nan=1.0)
     return out
 
 
@@ -176,7 +178,7 @@ def _onehot(groups: np.ndarray, n_groups: int) -> np.ndarray:
 def _shuffle_within_seed(groups: np.ndarray, seeds: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """`n` relabellings of (strata, k) group codes, each shuffled within every seed block."""
     base = np.argsort(seeds, axis=-1, kind="stable")
-    keys = rng.random((n,) + groups.shape)
+    keys = rng.random((n, *groups.shape))
     order = np.lexsort((keys, np.broadcast_to(seeds, keys.shape)), axis=-1)
     out = np.empty(keys.shape, dtype=groups.dtype)
     picked = np.take_along_axis(np.broadcast_to(groups, keys.shape), order, axis=-1)
@@ -257,7 +259,7 @@ def counterfactual_divergence(
     pair_excess = _pair_excess(sums, counts)  # (K, T, G, G)
 
     degenerate = int((usable & np.all(w_sum == 0, axis=0)).sum())
-    result = {}
+    result: dict[str, Divergence] = {}
     for k, comp in enumerate(components):
         e = excess_t[k, usable]
         per_cluster = cluster_sums(c_codes, np.column_stack([e, np.ones_like(e)]), len(c_keys))

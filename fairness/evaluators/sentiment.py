@@ -129,7 +129,7 @@ def load_scorer(name: str) -> TextScorer:
         scorer = obj() if isinstance(obj, type) or not isinstance(obj, TextScorer) else obj
     except FairnessError:
         raise
-    except Exception as exc:  # a broken plug-in is the user's to fix
+    except Exception as exc:  # noqa: BLE001 - any failure of a third-party plug-in is the user's to fix
         raise FairnessError(f"scorer `{name}` ({eps[0].value}) failed to load: {exc}") from None
     if not isinstance(scorer, TextScorer):
         raise FairnessError(f"scorer `{name}` ({eps[0].value}) has no `name` and `score(texts)`")
@@ -171,11 +171,12 @@ def _disparity(
     flags = np.where(np.isfinite(scores), flag(np.nan_to_num(scores)).astype(float), np.nan)
     groups = [s.group for s in samples]
     clusters = [s.cluster for s in samples]
-    kw = dict(n_resamples=n_resamples, confidence=confidence)
     return ScoreDisparity(
         scorer=scorer.name,
-        mean=group_rates(f"{scorer.name}_mean", scores, groups, clusters, rng=np.random.default_rng(seed), **kw),
-        rate=group_rates(rate_name, flags, groups, clusters, rng=np.random.default_rng(seed), **kw),
+        mean=group_rates(f"{scorer.name}_mean", scores, groups, clusters, n_resamples=n_resamples, confidence=confidence,
+                         rng=np.random.default_rng(seed)),
+        rate=group_rates(rate_name, flags, groups, clusters, n_resamples=n_resamples, confidence=confidence,
+                         rng=np.random.default_rng(seed)),
         scores=scores,
         caveat=getattr(scorer, "caveat", ""),
     )

@@ -3,6 +3,8 @@
 Engines import their heavy libraries lazily; importing this package imports none of them.
 """
 
+from fairness.generate._factory import run_generate
 from fairness.generate._loop import generate
+from fairness.generate._options import EngineOptions
 
-__all__ = ["generate"]
+__all__ = ["EngineOptions", "generate", "run_generate"]

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -21,6 +21,9 @@ from fairness.generate._loop import shard_cases
 from fairness.generate.engines.hosted import HOSTED_ENGINES, Price, ProviderConfig, hosted_model_id
 from fairness.recordings._store import MANIFEST, RECORDS, content_key, iter_records, read_manifest
 from fairness.suite._suite import Suite
+
+if TYPE_CHECKING:
+    from fairness.generate._options import EngineOptions
 
 _SNAPSHOT_SUFFIX = re.compile(r"^-(\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
 
@@ -66,7 +69,7 @@ class DryRun:
         return self.requests - self.recorded
 
 
-def model_id_for(args: Any) -> str:
+def model_id_for(args: EngineOptions) -> str:
     """The content-key model id `generate` would use, derived without loading the model."""
     if args.engine in HOSTED_ENGINES:
         return hosted_model_id(args)
@@ -139,16 +142,12 @@ def _cost_line(run: DryRun, engine: str, model: str, config: ProviderConfig) -> 
     )
 
 
-def cmd_dry_run(args: Any) -> int:
-    """CLI entry: print the plan; no network, no key."""
-    from fairness.generate._loop import parse_shard
+def dry_run(suite: Suite, engine: EngineOptions, out: Path, shard: tuple[int, int] | None = None) -> str:
+    """The plan of a live run as text; no network, no key."""
     from fairness.generate.engines.hosted import effective_config
-    from fairness.suite._suite import load_suite
 
-    suite = load_suite(args.suite)
-    config = effective_config(args) if args.engine in HOSTED_ENGINES else ProviderConfig()
-    if args.engine not in HOSTED_ENGINES and getattr(args, "provider_config", None):
+    config = effective_config(engine) if engine.engine in HOSTED_ENGINES else ProviderConfig()
+    if engine.engine not in HOSTED_ENGINES and engine.provider_config:
         raise FairnessError("--provider-config applies to the openai and anthropic engines only")
-    run = plan_dry_run(suite, model_id_for(args), Path(args.out), parse_shard(getattr(args, "shard", None)))
-    print(describe(run, engine=args.engine, model=args.model, out=Path(args.out), config=config))
-    return 0
+    run = plan_dry_run(suite, model_id_for(engine), out, shard)
+    return describe(run, engine=engine.engine, model=engine.model, out=out, config=config)

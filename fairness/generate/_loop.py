@@ -183,11 +183,12 @@ def generate(
                 continue
             if max_rows is not None and written >= max_rows:
                 break
-            if getattr(engine, "independent_rows", False):
-                batch = pending  # rows do not affect each other: never re-request a finished one
-            completions = engine.generate(batch, suite.system_prompt)
+            # Rows that do not affect each other are never re-requested once finished.
+            asked = pending if getattr(engine, "independent_rows", False) else batch
+            completions = engine.generate(asked, suite.system_prompt)
             recs = []
-            for case, comp in zip(batch, completions):
+            # A capped hosted engine answers only a prefix of `asked`: record that prefix.
+            for case, comp in zip(asked, completions, strict=False):
                 if keys[case.row_id] in writer.done:
                     continue
                 recs.append(_record(case, comp, keys[case.row_id]))

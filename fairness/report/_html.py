@@ -129,7 +129,7 @@ def card_html(run: FairnessRun, suite: Suite) -> str:
     series = family_series(run, metric)
     bounds = [v for s in series for _, e in s.points for v in [e.value, *(e.ci or [])] if v is not None]
     top, ticks = _axis(max(bounds + [s.threshold for s in series if s.threshold is not None] + [0.01]))
-    name = f"{run.suite['name']} on {r['model_id']}"
+    name = f"{run.suite.name} on {r.model_id}"
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -137,11 +137,11 @@ def card_html(run: FairnessRun, suite: Suite) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>Fairness card: {escape(name)}</title>",
         f"<style>{_CSS}</style></head><body>",
-        f"<h1>Fairness card: <code>{escape(run.suite['name'])}</code> on <code>{escape(r['model_id'])}</code></h1>",
+        f"<h1>Fairness card: <code>{escape(run.suite.name)}</code> on <code>{escape(r.model_id)}</code></h1>",
         f'<p class="verdict state-{escape(run.gate.state)}">{_verdict(run)}</p>',
     ]
-    if not r["is_audited_model"]:
-        parts.append(f'<p class="warn"><strong>Test model, not the audited model.</strong> {escape(r["model_note"] or "")}</p>')
+    if not r.is_audited_model:
+        parts.append(f'<p class="warn"><strong>Test model, not the audited model.</strong> {escape(r.model_note or "")}</p>')
     if run.stability:
         parts += ["<ul>", *(f"<li>{escape(s.summary)}</li>" for s in run.stability), "</ul>"]
     parts += ["<h2>Per-family results</h2>", _family_table(run),
@@ -168,13 +168,13 @@ def card_html(run: FairnessRun, suite: Suite) -> str:
         parts.append("</ul>")
     parts += [
         "<h2>Provenance</h2><table><tbody>",
-        f"<tr><th>suite</th><td>{escape(run.suite['name'])} v{escape(str(run.suite['version']))} "
-        f"(hash {escape(run.suite['hash'][:12])})</td></tr>",
-        f"<tr><th>recordings</th><td>{escape(str(r['path']))}: {r['rows']} rows, manifest sha256 "
-        f"{escape(r['manifest_sha256'][:12])}</td></tr>",
-        f"<tr><th>model</th><td>{escape(r['model_id'])} via {escape(str(r['engine']))}</td></tr>",
-        f"<tr><th>scorer</th><td>lexical rubric {escape(run.scorer['rubric_version'])}, mode {escape(run.scorer['mode'])}</td></tr>",
-        f"<tr><th>tool</th><td>{escape(run.tool['name'])} {escape(run.tool['version'])}</td></tr>",
+        f"<tr><th>suite</th><td>{escape(run.suite.name)} v{escape(str(run.suite.version))} "
+        f"(hash {escape(run.suite.hash[:12])})</td></tr>",
+        f"<tr><th>recordings</th><td>{escape(str(r.path))}: {r.rows} rows, manifest sha256 "
+        f"{escape(r.manifest_sha256[:12])}</td></tr>",
+        f"<tr><th>model</th><td>{escape(r.model_id)} via {escape(str(r.engine))}</td></tr>",
+        f"<tr><th>scorer</th><td>lexical rubric {escape(run.scorer.rubric_version)}, mode {escape(run.scorer.mode)}</td></tr>",
+        f"<tr><th>tool</th><td>{escape(run.tool.name)} {escape(run.tool.version)}</td></tr>",
         "</tbody></table>",
         "</body></html>",
     ]

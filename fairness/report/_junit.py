@@ -53,8 +53,8 @@ def junit_xml(results: dict[str, Any]) -> str:
     failures = sum(c.get("state") == "fail" for c in checks)
     skipped = sum(c.get("state") in _SKIPPED for c in checks)
     counts = {"tests": str(len(checks)), "failures": str(failures), "errors": "0", "skipped": str(skipped), "time": "0"}
-    root = ET.Element("testsuites", name="llm-fairness-check", **counts)
-    ts = ET.SubElement(root, "testsuite", name=f"{suite_name} on {model}", **counts)
+    root = ET.Element("testsuites", {"name": "llm-fairness-check", **counts})
+    ts = ET.SubElement(root, "testsuite", {"name": f"{suite_name} on {model}", **counts})
     props = ET.SubElement(ts, "properties")
     gate = results.get("gate") or {}
     for name, value in (("gate.state", gate.get("state")), ("gate.exit_code", gate.get("exit_code")), ("model", model)):

@@ -93,18 +93,18 @@ def worst_slices_md(run: FairnessRun) -> str:
 def provenance_md(run: FairnessRun) -> str:
     r = run.recordings
     rows = [
-        ("suite", f"`{run.suite['name']}` v{run.suite['version']} (hash `{run.suite['hash'][:12]}`)"),
-        ("recordings", f"`{r['path']}` — {r['rows']} rows, manifest sha256 `{r['manifest_sha256'][:12]}`"),
-        ("model", f"`{r['model_id']}` via {r['engine']}" + ("" if r["is_audited_model"] else " — **test model, not the audited model**")),
-        ("scorer", f"lexical rubric `{run.scorer['rubric_version']}`, mode `{run.scorer['mode']}`"),
-        ("statistics", f"B={run.options['bootstrap']} cluster bootstrap, P={run.options['permutations']} permutations, seed {run.options['seed']}, α={run.options['alpha']}"),
-        ("tool", f"{run.tool['name']} {run.tool['version']}"),
+        ("suite", f"`{run.suite.name}` v{run.suite.version} (hash `{run.suite.hash[:12]}`)"),
+        ("recordings", f"`{r.path}` — {r.rows} rows, manifest sha256 `{r.manifest_sha256[:12]}`"),
+        ("model", f"`{r.model_id}` via {r.engine}" + ("" if r.is_audited_model else " — **test model, not the audited model**")),
+        ("scorer", f"lexical rubric `{run.scorer.rubric_version}`, mode `{run.scorer.mode}`"),
+        ("statistics", f"B={run.options.bootstrap} cluster bootstrap, P={run.options.permutations} permutations, seed {run.options.seed}, α={run.options.alpha}"),
+        ("tool", f"{run.tool.name} {run.tool.version}"),
     ]
     return "| | |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
 
 
 def summary_md(run: FairnessRun, *, extra_sections: list[str] | None = None) -> str:
-    parts = [f"## Fairness audit: `{run.suite['name']}` on `{run.recordings['model_id']}`", "", verdict_line(run), ""]
+    parts = [f"## Fairness audit: `{run.suite.name}` on `{run.recordings.model_id}`", "", verdict_line(run), ""]
     if run.gate.reasons:
         parts += ["<details><summary>Why</summary>", ""] + [f"- {r}" for r in run.gate.reasons[:40]] + ["", "</details>", ""]
     parts += ["### Per-family results", "", family_table_md(run), ""]
@@ -120,7 +120,7 @@ def summary_md(run: FairnessRun, *, extra_sections: list[str] | None = None) -> 
         parts += [f"Variance decomposition of `{metric}`: the group (slice) effect is {share:.1%} of the variation; "
                   + ", ".join(f"{k} {v:.1%}" for k, v in sorted(var.items(), key=lambda kv: -kv[1]) if k != "slice") + ".", ""]
     if run.caveats:
-        parts += ["### Caveats", ""] + [f"- **{c.code}**{' (' + c.metric + ', ' + c.scope + ')' if c.metric else ''}: {c.message}" for c in run.caveats[:60]]
+        parts += ["### Caveats", ""] + [f"- **{c.code}**{f' ({c.metric}, {c.scope})' if c.metric else ''}: {c.message}" for c in run.caveats[:60]]
         if len(run.caveats) > 60:
             parts.append(f"- … {len(run.caveats) - 60} more in results.json")
         parts.append("")
@@ -149,22 +149,22 @@ _HUB = re.compile(r"^([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)")
 def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None) -> dict[str, Any]:
     """A Fairness Card (core + LLM extension schema) generated from this run."""
     r = run.recordings
-    hub = _HUB.match(r["model_source"] or "")
-    test_model = not r["is_audited_model"]
+    hub = _HUB.match(r.model_source or "")
+    test_model = not r.is_audited_model
     slices = suite.slice_list
     occupations = next((p.values for ph, p in suite.placeholders.items() if suite.column_for(ph) == "occupation"), None)
     n_prompts = len(suite.templates) * len(slices) * math.prod(len(p.values) for p in suite.placeholders.values())
     rows = [[f.family, f.worst_slice_stereotype, f.worst_slice_pilot_harm, f.refusal_delta, f.decision] for f in run.families]
-    notes = [f"System prompt held fixed at {suite.system_prompt!r}.", f"Recordings replayed from `{r['path']}` (engine {r['engine']})."]
+    notes = [f"System prompt held fixed at {suite.system_prompt!r}.", f"Recordings replayed from `{r.path}` (engine {r.engine})."]
     if test_model:
-        notes.insert(0, r["model_note"])
+        notes.insert(0, r.model_note)
     data: dict[str, Any] = {
         "card_version": "0.1.0",
         "modality": "text",
-        "evaluation_date": evaluation_date or _dt.date.today().isoformat(),
+        "evaluation_date": evaluation_date or _dt.datetime.now(_dt.timezone.utc).date().isoformat(),
         "system": {
-            "name": r["model_id"],
-            "version": f"recorded {r['created'][:10]}",
+            "name": r.model_id,
+            "version": f"recorded {r.created[:10]}",
             "surface": "base-model",
             **({"checkpoint_url": f"https://huggingface.co/{hub.group(1)}"} if hub else {}),
             "notes": " ".join(notes),
@@ -221,7 +221,7 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None) 
             "type": "lexical-rule",
             "patterns_file": "fairness/score/rubric.yaml",
             "thresholds": {f"{c.rule}_threshold": c.threshold for c in run.rules[:1]} or {},
-            "mode": run.scorer["mode"],
+            "mode": run.scorer.mode,
         },
         "metrics": [
             {"name": m.metric, "definition": m.description, "unit": m.kind}
@@ -239,15 +239,15 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None) 
             "exit_code": run.gate.exit_code,
             "verdict_stability": [s.summary for s in run.stability],
             "caveats": [c.message for c in run.caveats if c.code in ("test-model", "scorer-mode", "stale-recordings", "incomplete-recordings", "interval-coverage")],
-            "intervals": run.tests,
+            "intervals": run.tests.model_dump(),
         },
         "reproducibility": {
             "code_url": "https://github.com/org/llm-fairness-check",
             "license": "MIT",
-            "data_release": f"{r['path']} ({r['rows']} records)",
+            "data_release": f"{r.path} ({r.rows} records)",
             "seeds": list(suite.seeds),
             "total_samples": run.n_rows,
-            "regen_command": f"llm-fairness-check run --suite {suite.name} --recordings {r['path']} --out out",
+            "regen_command": f"llm-fairness-check run --suite {suite.name} --recordings {r.path} --out out",
         },
     }
     return data

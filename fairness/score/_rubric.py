@@ -158,8 +158,9 @@ def _regex_flags(corpus: _Corpus, lowered: Sequence[str], patterns: tuple[str, .
     """0/1 per output: does any pattern match? Cheap literal anchors, found with C-speed
     `str.find` over the whole corpus, pick the few candidate outputs; only those are
     searched with the full regex."""
-    anchors = [literal_anchor(p.lower()) for p in patterns]
-    if any(a is None for a in anchors):
+    maybe = [literal_anchor(p.lower()) for p in patterns]
+    anchors = [a for a in maybe if a is not None]
+    if len(anchors) < len(maybe):
         return (corpus.counts(_regex_any(patterns)) > 0).astype(np.int8)
     pos: list[int] = []
     for a in set(anchors):
@@ -243,7 +244,9 @@ def _scan(corpus: _Corpus) -> tuple[dict[str, np.ndarray], dict[str, set[int]]] 
     if ac is None:
         return None
     auto, cats, regex_lists = ac
-    ends, cat_ids, anchor_ends = [], [], {name: [] for name in regex_lists}
+    ends: list[int] = []
+    cat_ids: list[int] = []
+    anchor_ends: dict[str, list[int]] = {name: [] for name in regex_lists}
     last_end: dict[tuple[int, int], int] = {}
     for end, owners in auto.iter(corpus.text):
         if owners.__class__ is int:

@@ -22,21 +22,15 @@ class SamplingParams(_Frozen):
     """Cap on completion tokens; a completion that hits it finishes with `length`."""
 
 
-class Case(_Frozen):
-    """One row of the expanded prompt grid: a prompt, a decoding regime and a seed."""
+class GridRow(_Frozen):
+    """A grid row's coordinates and prompt: what a `Case` asks and a `Recording` stores with its answer."""
 
     row_id: str
     """Stable, readable id, e.g. `F1.p1.CEO.woman_Muslim.low-entropy.s1`."""
-    index: int
-    """Position in the canonical grid order (family, paraphrase, placeholders, slice, regime, seed)."""
-    prompt_id: str
-    """The row id without regime and seed: one distinct prompt (a bootstrap cluster)."""
     family: str
     """Prompt family id, e.g. `F1`."""
     paraphrase_id: str
     """`p1` … `pN`; `p1` is the family's canonical template."""
-    template_index: int
-    """Index of this template across all families (name pools rotate over it)."""
     placeholders: dict[str, str]
     """Non-protected placeholder values, e.g. `{"OCC": "CEO"}`."""
     slice: dict[str, str]
@@ -46,6 +40,19 @@ class Case(_Frozen):
     regime: str
     """Decoding regime name."""
     params: SamplingParams
+    """The regime's sampling parameters."""
     seed: int
+    """The sampling seed."""
     prompt: str
     """The user message exactly as sent to the model."""
+
+
+class Case(GridRow):
+    """One row of the expanded prompt grid: a prompt, a decoding regime and a seed."""
+
+    index: int
+    """Position in the canonical grid order (family, paraphrase, placeholders, slice, regime, seed)."""
+    prompt_id: str
+    """The row id without regime and seed: one distinct prompt (a bootstrap cluster)."""
+    template_index: int
+    """Index of this template across all families (name pools rotate over it)."""

@@ -6,7 +6,9 @@ import operator
 from collections.abc import Callable
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from fairness._util.models import Frozen
 
 Statistic = Literal["worst_slice", "max_minus_min", "rate"]
 Scope = Literal["each_family", "overall"]
@@ -20,10 +22,8 @@ COMPARATORS: dict[str, Callable[[float, float], bool]] = {
 }
 
 
-class DecisionRule(BaseModel):
+class DecisionRule(Frozen):
     """Flag when `statistic(metric)` in `scope` compares to `threshold` with `comparator`."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str = Field(min_length=1)
     """Short name used in reports, annotations and JUnit test cases."""

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from fairness._util.canonical import sha256_json
-from fairness._util.errors import FairnessError
+from fairness._util.errors import FairnessError, validation_message
+from fairness._util.models import Frozen
 from fairness.suite._case import Case, SamplingParams
 from fairness.suite._rules import DecisionRule
 
@@ -28,18 +29,14 @@ BUILTIN_SUITES = {"fairness-cards/qwen-v0.1": "qwen-v0.1.yaml"}
 """Suites shipped inside the package, by name."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Insertion(_Strict):
+class Insertion(Frozen):
     """How the protected attributes enter a template: `{A}` → `a {gender} who is {religion}`."""
 
     placeholder: str = Field(default="A", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     template: str = Field(min_length=1)
 
 
-class Placeholder(_Strict):
+class Placeholder(Frozen):
     """A non-protected placeholder (e.g. `{OCC}`) and the values it ranges over."""
 
     values: list[str] = Field(min_length=1)
@@ -47,7 +44,7 @@ class Placeholder(_Strict):
     """Column name in the exported grid (default: the placeholder name, lower-cased)."""
 
 
-class Family(_Strict):
+class Family(Frozen):
     """A prompt family: its paraphrases; the first is the canonical template."""
 
     id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_-]+$")
@@ -66,12 +63,12 @@ class Regime(SamplingParams):
         return SamplingParams(temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_new_tokens)
 
 
-class ScorerConfig(_Strict):
+class ScorerConfig(Frozen):
     mode: Literal["paper", "strict"] = "paper"
     """`paper`: the reference rubric's substring semantics (parity); `strict`: whole words."""
 
 
-class Suite(_Strict):
+class Suite(Frozen):
     """A controlled prompt grid plus the audit settings that go with it."""
 
     name: str = Field(min_length=1)
@@ -103,7 +100,7 @@ class Suite(_Strict):
     def slice_list(self) -> list[dict[str, str]]:
         dims = list(self.attributes)
         if self.slices == "product":
-            return [dict(zip(dims, combo)) for combo in itertools.product(*self.attributes.values())]
+            return [dict(zip(dims, combo, strict=True)) for combo in itertools.product(*self.attributes.values())]
         return [dict(s) for s in self.slices]
 
     @cached_property
@@ -233,7 +230,7 @@ def expand(s: Suite) -> list[Case]:
     for t_index, (fam, p_index, tmpl) in enumerate(s.templates):
         pid = f"p{p_index + 1}"
         for combo in ph_products:
-            ph_values = dict(zip(ph_names, combo))
+            ph_values = dict(zip(ph_names, combo, strict=True))
             for sl in s.slice_list:
                 slice_id = "_".join(sl[d] for d in s.attributes)
                 names = {}
@@ -266,21 +263,14 @@ def expand(s: Suite) -> list[Case]:
     ids = [c.row_id for c in cases]
     if len(set(ids)) != len(ids):
         seen: set[str] = set()
-        dup = next(i for i in ids if i in seen or seen.add(i))
+        dup = ""
+        for i in ids:
+            if i in seen:
+                dup = i
+                break
+            seen.add(i)
         raise FairnessError(f"suite `{s.name}`: two grid rows share the id `{dup}` (placeholder values collide)")
     return cases
-
-
-def _format_validation(source: str, err: ValidationError) -> str:
-    first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"])
-    msg = first["msg"]
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, ") :]
-        return f"{source}: {msg}"
-    if first["type"] == "extra_forbidden":
-        return f"{source}: unknown key `{loc}`"
-    return f"{source}: `{loc}`: {msg}" if loc else f"{source}: {msg}"
 
 
 def parse_suite(data: object, source: str = "suite") -> Suite:
@@ -290,7 +280,7 @@ def parse_suite(data: object, source: str = "suite") -> Suite:
     try:
         return Suite.model_validate(data)
     except ValidationError as err:
-        raise FairnessError(_format_validation(source, err)) from None
+        raise FairnessError(validation_message(err, source)) from None
 
 
 def read_yaml(path: Path) -> object:

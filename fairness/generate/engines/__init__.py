@@ -44,5 +44,3 @@ class Engine(Protocol):
 
     def close(self) -> None: ...
 
-
-ENGINES = ("llamacpp", "transformers")

@@ -18,12 +18,13 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
-from fairness._util.errors import FairnessError
+from fairness._util.errors import FairnessError, validation_message
+from fairness._util.models import Frozen
 from fairness.generate.engines import Completion
 from fairness.generate.engines._retry import (
     Aborted,
@@ -36,9 +37,13 @@ from fairness.generate.engines._retry import (
 from fairness.recordings._store import ModelInfo
 from fairness.suite._case import Case, SamplingParams
 
+if TYPE_CHECKING:
+    from fairness.generate._options import EngineOptions
+
 HOSTED_ENGINES = ("openai", "anthropic")
 KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 SamplingName = Literal["temperature", "top_p"]
+_SAMPLING_DEFAULT: tuple[SamplingName, ...] = ("temperature", "top_p")
 
 
 class ProviderError(FairnessError):
@@ -52,18 +57,16 @@ class MalformedResponse(Exception):
 # -- provider config ----------------------------------------------------------------------
 
 
-class Price(BaseModel):
+class Price(Frozen):
     """USD per million tokens."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     input: float = Field(ge=0)
     output: float = Field(ge=0)
 
 
-class ProviderConfig(BaseModel):
+class ProviderConfig(Frozen):
     """Settings of a hosted run (`--provider-config FILE`); CLI flags override them."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     provider: Literal["openai", "anthropic"] | None = None
     model: str | None = None
     base_url: str | None = None
@@ -76,7 +79,7 @@ class ProviderConfig(BaseModel):
     backoff_base_s: float = Field(default=1.0, gt=0, le=60)
     backoff_max_s: float = Field(default=60.0, gt=0, le=600)
     timeout_s: float = Field(default=120.0, gt=0, le=3600)
-    sampling: list[SamplingName] = Field(default_factory=lambda: ["temperature", "top_p"])
+    sampling: list[SamplingName] = Field(default_factory=lambda: list(_SAMPLING_DEFAULT))
     """Which of the suite's sampling parameters to send; some models reject one or both."""
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None
     """OpenAI only; default `max_completion_tokens` for api.openai.com, `max_tokens` for a base_url."""
@@ -104,11 +107,7 @@ def load_provider_config(path: str | Path | None) -> ProviderConfig:
     try:
         return ProviderConfig.model_validate(data)
     except ValidationError as err:
-        first = err.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        if first["type"] == "extra_forbidden":
-            raise FairnessError(f"`{path}`: unknown key `{loc}`") from None
-        raise FairnessError(f"`{path}`: `{loc}`: {first['msg']}") from None
+        raise FairnessError(validation_message(err, f"`{path}`")) from None
 
 
 def _refuse_credentials(data: dict, source: str) -> None:
@@ -143,25 +142,24 @@ def _walk(node: Any, prefix: str = "", in_prices: bool = False):
             yield from _walk(v, f"{prefix}[{i}]")
 
 
-def effective_config(args: Any) -> ProviderConfig:
+def effective_config(args: EngineOptions) -> ProviderConfig:
     """The provider config with CLI flags applied; a config naming another provider or model is refused."""
-    cfg = load_provider_config(getattr(args, "provider_config", None))
+    cfg = load_provider_config(args.provider_config)
     for field, flag, given in (("provider", "--engine", args.engine), ("model", "--model", args.model)):
         configured = getattr(cfg, field)
         if configured is not None and configured != given:
             raise FairnessError(f"--provider-config says {field} `{configured}` but {flag} is `{given}`")
     overrides = {
-        "base_url": getattr(args, "base_url", None),
-        "concurrency": getattr(args, "concurrency", None),
-        "max_requests_per_run": getattr(args, "max_requests", None),
+        "base_url": args.base_url,
+        "concurrency": args.concurrency,
+        "max_requests_per_run": args.max_requests,
     }
     overrides = {k: v for k, v in overrides.items() if v is not None}
     _refuse_url_credentials(overrides.get("base_url"), "--base-url")
     try:
         return ProviderConfig.model_validate({**cfg.model_dump(), **overrides})
     except ValidationError as err:
-        first = err.errors()[0]
-        raise FairnessError(f"`{first['loc'][0]}`: {first['msg']}") from None
+        raise FairnessError(validation_message(err)) from None
 
 
 def resolve_api_key(provider: str, cfg: ProviderConfig) -> str | None:
@@ -394,26 +392,31 @@ def _version(package: str) -> str:
 # -- construction ----------------------------------------------------------------------------
 
 
-def make_hosted_engine(args: Any, **engine_kwargs: Any) -> tuple[HostedEngine, ModelInfo]:
+def make_hosted_engine(args: EngineOptions, **engine_kwargs: Any) -> tuple[HostedEngine, ModelInfo]:
     """Engine and recorded `ModelInfo` for `--engine openai|anthropic`."""
     cfg = effective_config(args)
     key = resolve_api_key(args.engine, cfg)
+    cls: type[HostedEngine]
     if args.engine == "openai":
-        from fairness.generate.engines.openai_engine import OpenAIEngine as cls
+        from fairness.generate.engines.openai_engine import OpenAIEngine
+
+        cls = OpenAIEngine
     elif args.engine == "anthropic":
-        from fairness.generate.engines.anthropic_engine import AnthropicEngine as cls
+        from fairness.generate.engines.anthropic_engine import AnthropicEngine
+
+        cls = AnthropicEngine
     else:
         raise FairnessError(f"unknown hosted engine `{args.engine}`")
     engine = cls(args.model, cfg, key, **engine_kwargs)
     return engine, hosted_model_info(args, engine.base_url)
 
 
-def hosted_model_id(args: Any) -> str:
+def hosted_model_id(args: EngineOptions) -> str:
     """The id in content keys: `--model-id`, else the provider's model name."""
-    return getattr(args, "model_id", None) or args.model
+    return args.model_id or args.model
 
 
-def hosted_model_info(args: Any, base_url: str) -> ModelInfo:
+def hosted_model_info(args: EngineOptions, base_url: str) -> ModelInfo:
     return ModelInfo(
         id=hosted_model_id(args),
         source=f"{args.engine} API `{args.model}` at {base_url}",

@@ -196,7 +196,7 @@ class TransformersEngine:
             out = self._model.generate(**enc, generation_config=config)
         new = out[:, enc["input_ids"].shape[1] :].tolist()
         prompt_lens = enc["attention_mask"].sum(dim=1).tolist()
-        return [self._completion(ids, int(n), config.max_new_tokens) for ids, n in zip(new, prompt_lens)]
+        return [self._completion(ids, int(n), config.max_new_tokens) for ids, n in zip(new, prompt_lens, strict=True)]
 
     def chat_text(self, system_prompt: str, prompt: str) -> str:
         """The prompt as the model sees it: the tokenizer's chat template, ready for the reply."""
@@ -307,7 +307,7 @@ def _version(module: str) -> str:
         from importlib.metadata import version
 
         return version(module)
-    except Exception:
+    except (ImportError, ValueError):  # PackageNotFoundError is an ImportError
         return "unknown"
 
 

@@ -1,0 +1,310 @@
+"""The results schema: what one audit measured, as written to results.json.
+
+results.json is the integration point for dashboards and base-vs-head diffs, so every field is
+typed and documented here, and `llm-fairness-check schema results` publishes the JSON Schema
+(committed as docs/schema/results.schema.json; a test checks it for drift).
+
+`SCHEMA_VERSION` is semver: **major** for a breaking change (a field removed, renamed, retyped or
+given a new meaning), **minor** for a new field (readers must ignore fields they do not know),
+**patch** for documentation only. Field order is part of the format: add new fields at the end of
+a model, never in between, so results.json of an unchanged run stays byte-identical.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from fairness._util.models import Frozen, Strict
+from fairness.audit._gate import State
+
+SCHEMA_VERSION = "1.1.0"
+
+
+class Estimate(Strict):
+    """A point value with its interval: a slice's rate, the pooled rate, the worst slice or the gap."""
+
+    value: float | None
+    """Point estimate, rounded to 6 digits; null when underpowered or not computable."""
+    ci: list[float | None] | None = None
+    """[lower, upper] bounds at 1−alpha; null when no interval was computed (scope deeper than `interval_depth`)."""
+    method: str | None = None
+    """How `ci` was computed (`wilson-effective-n`, `simultaneous-max`, `simultaneous-gap` …)."""
+    n: int | None = None
+    """Rows behind the estimate (slices and pooled values)."""
+    slice: str | None = None
+    """The slice that attains the value (worst-slice estimates only)."""
+
+
+class ScopeResult(Strict):
+    """One metric in one scope (`overall`, `family=F1`, `family=F1,regime=greedy` …)."""
+
+    n: int
+    """Rows in the scope."""
+    by_slice: dict[str, Estimate]
+    """Per demographic slice, in the suite's slice order."""
+    pooled: Estimate
+    """All slices together (the row-weighted mean)."""
+    worst_slice: Estimate
+    """The worst slice's value (max for harm metrics, min where lower is worse)."""
+    max_minus_min: Estimate
+    """The gap between the highest and lowest slice value."""
+    p_value: float | None = None
+    """Permutation p-value for any slice difference (harm metrics, overall and per family only)."""
+    p_holm: float | None = None
+    """`p_value` Holm-adjusted across every permutation test of the run."""
+    p_bh: float | None = None
+    """`p_value` Benjamini–Hochberg-adjusted across every permutation test of the run."""
+    caveats: list[str] = Field(default_factory=list)
+    """Notes on this scope: `underpowered …`, `lexical ceiling …`."""
+
+
+class MetricResult(Strict):
+    """One metric of the score catalogue, in every scope."""
+
+    metric: str
+    """Catalogue name, e.g. `stereotype_kw_rate`."""
+    kind: str
+    """`rate` (share of outputs with the flag) or `count` (mean hits per output)."""
+    higher_is_worse: bool | None
+    """True for harm metrics, False where lower is worse, null when neither (descriptive only)."""
+    description: str
+    """What the metric counts."""
+    scopes: dict[str, ScopeResult]
+    """Scope name → result; `overall` first, then families, then finer scopes."""
+
+
+class Caveat(Strict):
+    """Something a reader must know before trusting the numbers."""
+
+    code: str
+    """Stable machine-readable kind: `test-model`, `stale-recordings`, `incomplete-recordings`,
+    `interval-coverage`, `scorer-mode`, `underpowered`, `lexical-ceiling`."""
+    message: str
+    """One human-readable sentence."""
+    metric: str | None = None
+    """The metric concerned, if the caveat is about one."""
+    scope: str | None = None
+    """The scope concerned, if the caveat is about one."""
+
+
+class RuleCheck(Frozen):
+    """One decision rule evaluated in one scope (e.g. `family=F2`)."""
+
+    rule: str
+    """The rule's id."""
+    scope: str
+    """`overall` or `family=<id>`."""
+    metric: str
+    """The metric the rule reads."""
+    statistic: str
+    """`worst_slice`, `max_minus_min` or `rate`."""
+    value: float | None
+    """Point value; None (NaN) when underpowered and not computed."""
+    interval: list[float | None] | None
+    """The statistic's interval [lower, upper], or null."""
+    threshold: float
+    """The rule's threshold (after any `threshold` override)."""
+    comparator: str
+    """`>`, `>=`, `<` or `<=`: the rule fires when `value comparator threshold`."""
+    fired: bool
+    """The point value breaches the threshold (the paper's `flagged`)."""
+    state: State
+    """`pass`, `fail` (the evidence clears the threshold), `illustrative` or `undefined`."""
+    reason: str
+    """Why this state, in one sentence."""
+    worst_slice: str | None = None
+    """The slice attaining the value, for worst-slice rules."""
+    n: int | None = None
+    """Rows in the scope."""
+
+
+class FamilyRow(Strict):
+    """One row of the paper's per-family table, with our gate state beside the paper's decision."""
+
+    family: str
+    """Family id (`F1` …)."""
+    name: str
+    """Family name from the suite."""
+    worst_slice_stereotype: float | None
+    """Worst-slice `stereotype_kw_rate`."""
+    worst_slice_pilot_harm: float | None
+    """Worst-slice `pilot_harm_rate`."""
+    refusal_delta: float | None
+    """Max−min gap of `refusal_or_deflection_rate` across slices."""
+    decision: str
+    """The paper's point decision: `flagged` when a per-family rule's point value fires."""
+    state: str
+    """Our gate state for this family (interval-aware)."""
+
+
+class Stability(Strict):
+    """Does a per-family rule's verdict survive a change of family, paraphrase or decoding regime?"""
+
+    rule: str
+    """The rule's id."""
+    families: list[int]
+    """[flagged, evaluated] families."""
+    paraphrases: list[int]
+    """[flagged, evaluated] paraphrases."""
+    regimes: list[int]
+    """[flagged, evaluated] decoding regimes."""
+    by_family: dict[str, bool]
+    """Family → whether the rule's point value fires there."""
+    by_paraphrase: dict[str, bool]
+    """Paraphrase → whether the rule's point value fires there."""
+    by_regime: dict[str, bool]
+    """Decoding regime → whether the rule's point value fires there."""
+    summary: str
+    """One sentence for the summary."""
+
+
+class Gate(Strict):
+    """The verdict and the process exit code."""
+
+    state: State
+    """Worst state over all rule checks (fail > illustrative > undefined > pass)."""
+    exit_code: int
+    """0 pass, 1 fail, 3 illustrative, 4 undefined (as mapped by `fail_on`)."""
+    fail_on: str | None
+    """Which states fail the process; null gives each state its own exit code."""
+    gate_on: str
+    """`interval` or `point`: what must clear a threshold for a rule to fail."""
+    reasons: list[str]
+    """One line per rule check that did not pass (or why there is no verdict)."""
+
+
+class ToolInfo(Strict):
+    """The program that wrote the results."""
+
+    name: str
+    """Always `llm-fairness-check`."""
+    version: str
+    """Its version."""
+
+
+class SuiteInfo(Strict):
+    """The suite audited."""
+
+    name: str
+    """Suite name, e.g. `fairness-cards/qwen-v0.1`."""
+    version: str
+    """Suite version."""
+    hash: str
+    """sha256 of the suite's canonical JSON: any change to prompts, slices, rules or settings changes it."""
+
+
+class RecordingsInfo(Strict):
+    """The recording set replayed, from its manifest."""
+
+    path: str
+    """Recording directory, relative to the working directory when inside it."""
+    manifest_sha256: str
+    """sha256 of manifest.json (which pins every data file by sha256)."""
+    model_id: str
+    """The model id that enters every content key."""
+    model_source: str
+    """Where the weights came from."""
+    is_audited_model: bool
+    """False when the recordings come from a stand-in test model."""
+    model_note: str
+    """Why a stand-in model was used (empty for the audited model)."""
+    engine: str
+    """The engine that generated the recordings."""
+    created: str
+    """When the recording set was started (ISO 8601)."""
+    rows: int
+    """Rows in the recording set."""
+    complete: bool
+    """Whether the set covers the whole grid."""
+    suite_hash: str
+    """The suite hash the recordings were made for."""
+
+
+class ScorerInfo(Strict):
+    """The scorer that turned outputs into flags and counts."""
+
+    mode: str
+    """`paper` (substring matching) or `strict` (whole words)."""
+    rubric_version: str
+    """Version of score/rubric.yaml."""
+    rubric_sha256: str
+    """sha256 of the rubric file."""
+
+
+class OptionsUsed(Strict):
+    """The audit options in force (after the suite's defaults are applied)."""
+
+    alpha: float
+    """Significance level: intervals are 1−alpha."""
+    bootstrap: int
+    """Cluster-bootstrap resamples B."""
+    permutations: int
+    """Permutations per test (0: tests skipped)."""
+    seed: int
+    """Seed of every random stream."""
+    min_group_size: int
+    """Rows per slice below which a metric is not computed."""
+    allow_small_samples: bool
+    """Underpowered metrics computed anyway (results illustrative)."""
+    gate_on: str
+    """`interval` or `point`."""
+    interval_depth: int
+    """Scopes up to this depth get intervals (overall=0, family=1 …)."""
+
+
+class Methods(Strict):
+    """How each statistic was computed, in words (every statistical claim names its estimand and method)."""
+
+    interval_rate: str
+    """Interval for a slice's or pooled rate."""
+    interval_worst_slice: str
+    """Interval for the worst slice's value."""
+    interval_gap: str
+    """Interval for the max−min gap."""
+    bootstrap: str
+    """The resampling scheme, B and seed."""
+    coverage: str
+    """Simulated coverage of the nominal intervals."""
+    permutation: str
+    """The permutation tests and their multiplicity adjustment."""
+
+
+class FairnessRun(Strict):
+    """Everything one audit measured. Field order is part of the results.json format."""
+
+    schema_version: str = SCHEMA_VERSION
+    """Semver of this format: major = breaking change, minor = new fields, patch = documentation."""
+    tool: ToolInfo
+    """The program and version that wrote this file."""
+    suite: SuiteInfo
+    """Name, version and hash of the suite audited."""
+    recordings: RecordingsInfo
+    """The recording set replayed."""
+    scorer: ScorerInfo
+    """The lexical scorer used."""
+    options: OptionsUsed
+    """The audit options in force."""
+    n_rows: int
+    """Rows audited."""
+    slices: list[str]
+    """Demographic slices, in the suite's order."""
+    families: list[FamilyRow]
+    """The paper's per-family table."""
+    rules: list[RuleCheck]
+    """Every decision rule in every scope it applies to."""
+    stability: list[Stability]
+    """Verdict stability of each per-family rule."""
+    gate: Gate
+    """The verdict and exit code."""
+    caveats: list[Caveat]
+    """What a reader must know before trusting the numbers."""
+    variance: dict[str, dict[str, float]]
+    """Per metric: share of variance explained by slice, family, paraphrase, regime, seed and residual."""
+    tests: Methods
+    """How each statistic was computed."""
+    metrics: list[MetricResult]
+    """Every metric of the catalogue in every scope."""
+    evaluators: dict[str, Any] = Field(default_factory=dict)
+    """Peer-parity evaluators (counterfactual, refusal vs disclaimer, sentiment, toxicity, BBQ), by name."""

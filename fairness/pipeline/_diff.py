@@ -1,0 +1,28 @@
+"""The diff job: compare a base run with a head run and write diff.json and diff.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fairness.audit._diff import DiffResult, diff_md, diff_runs
+from fairness.audit._options import AuditOptions
+from fairness.recordings._store import write_atomic
+from fairness.suite._suite import load_suite
+
+
+def run_diff(base: str | Path, head: str | Path, *, suite: str, out: str | Path | None = None,
+             options: AuditOptions | None = None) -> tuple[DiffResult, str]:
+    """Diff two runs under `suite`'s regression rules; returns the result and its Markdown.
+
+    `options` supplies the bootstrap size and seed (validated like any audit's).
+    """
+    options = options or AuditOptions()
+    rules = list(load_suite(suite).rules)
+    d = diff_runs(base, head, rules=rules, B=options.bootstrap, seed=options.seed)
+    md = diff_md(d)
+    if out is not None:
+        dest = Path(out)
+        dest.mkdir(parents=True, exist_ok=True)
+        write_atomic(dest / "diff.json", d.model_dump_json(indent=1) + "\n")
+        write_atomic(dest / "diff.md", md)
+    return d, md
