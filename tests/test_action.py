@@ -312,21 +312,28 @@ def _action_env(rec: Path) -> dict[str, str]:
             "FAIRNESS_PERMUTATIONS": "0"}
 
 
-def test_default_recordings_resolve_inside_the_action_checkout(tmp_path, monkeypatch):
-    rel = _action.DEFAULT_RECORDINGS
-    action_path = tmp_path / "action"
-    (action_path / rel).mkdir(parents=True)
-    monkeypatch.chdir(tmp_path)
-    assert _action.resolve_recordings(rel, str(action_path)) == action_path / rel
-    (tmp_path / rel).mkdir(parents=True)
-    assert _action.resolve_recordings(rel, str(action_path)) == Path(rel)  # the workspace wins
+class TestRecordingsRequired:
+    def test_empty_recordings_is_exit_2_with_how_to_record(self, tmp_path):
+        r = run_action(tmp_path, {"bootstrap": "50"})
+        assert r.code == 2, r.stdout
+        assert r.outputs["gate-status"] == "error" and r.outputs["exit-code"] == "2"
+        errors = r.named("error")
+        assert len(errors) == 1 and errors[0].message == _action.NO_RECORDINGS
+        assert "llm-fairness-check init" in errors[0].message and "generate" in errors[0].message
+
+    def test_the_actions_own_recordings_are_not_a_fallback(self, tmp_path):
+        rel = "recordings/fairness-cards/qwen-v0.1/SmolLM2-135M-Instruct-Q4_1"  # exists in the Action's checkout only
+        r = run_action(tmp_path, {"recordings": rel, "bootstrap": "50"})
+        assert r.code == 2 and r.outputs["gate-status"] == "error"
+        assert r.named("error")[0].message == f"recordings directory `{rel}` does not exist or is not a directory"
+
+    def test_action_yml_requires_it_without_a_default(self):
+        spec = _load(REPO / "action.yml")["inputs"]["recordings"]
+        assert spec["required"] is True and "default" not in spec
 
 
 def test_committed_recordings_replay_through_the_action(tmp_path):
-    manifest = DEFAULT_RECORDINGS / "manifest.json"
-    if not manifest.is_file() or not json.loads(manifest.read_text()).get("complete"):
-        pytest.skip("the committed recordings are not complete yet")
-    r = run_action(tmp_path, {"bootstrap": "200", "permutations": "0"})  # every other input at its default
+    r = run_action(tmp_path, {"recordings": str(DEFAULT_RECORDINGS), "bootstrap": "200", "permutations": "0"})
     assert (r.code, r.outputs["gate-status"]) == (1, "fail")  # F2 fails with confidence (see test_api)
     assert Path(r.outputs["results-path"]).is_file()
     json.loads(r.outputs["worst-slices"])
@@ -499,7 +506,7 @@ class TestPRComment:
         with pytest.raises(CommentSkipped, match=str(status)):
             upsert_comment("x", env, "tok")
         out = io.StringIO()
-        inputs = _action.read_inputs({"FAIRNESS_COMMENT_ON_PR": "true", "FAIRNESS_GITHUB_TOKEN": "tok"})
+        inputs = _action.read_inputs({"FAIRNESS_RECORDINGS": "rec", "FAIRNESS_COMMENT_ON_PR": "true", "FAIRNESS_GITHUB_TOKEN": "tok"})
         _action._comment("x", inputs, env, out)
         (cmd,) = workflow_commands(out.getvalue())
         assert cmd.name == "notice" and "skipping the pull-request comment" in cmd.message
@@ -554,7 +561,8 @@ class TestActionYml:
 
     def test_inputs_are_documented(self):
         doc = _load(REPO / "action.yml")
-        assert all(spec.get("description") and "default" in spec for spec in doc["inputs"].values())
+        assert all(spec.get("description") for spec in doc["inputs"].values())
+        assert all("default" in spec for name, spec in doc["inputs"].items() if name != "recordings")
         assert doc["inputs"]["mode"]["default"] == "replay" and doc["inputs"]["comment-on-pr"]["default"] == "false"
 
     @pytest.mark.parametrize("path", [REPO / "action.yml", *WORKFLOWS], ids=lambda p: p.name)

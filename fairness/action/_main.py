@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 from fairness._util.errors import FairnessError
 from fairness.action import _commands as _gha
 from fairness.action._env import input_value
-from fairness.audit._gate import FailOn, exit_code
+from fairness.audit._gate import FailOn, State
 from fairness.audit._options import DEFAULT_PERMUTATIONS, AuditOptions
 from fairness.audit._stats import DEFAULT_B
 
@@ -43,6 +43,7 @@ ENV = {
     "bootstrap": "FAIRNESS_BOOTSTRAP",
     "permutations": "FAIRNESS_PERMUTATIONS",
     "baseline": "FAIRNESS_BASELINE",
+    "baseline-ref": "FAIRNESS_BASELINE_REF",
     "comment-on-pr": "FAIRNESS_COMMENT_ON_PR",
     "python-version": "FAIRNESS_PYTHON_VERSION",
     "github-token": "FAIRNESS_GITHUB_TOKEN",
@@ -51,7 +52,10 @@ ENV = {
 started as a Docker action (or by `docker run -e INPUT_...`) does: `_env.input_value` reads both."""
 
 DEFAULT_SUITE = "fairness-cards/qwen-v0.1"
-DEFAULT_RECORDINGS = "recordings/fairness-cards/qwen-v0.1/SmolLM2-135M-Instruct-Q4_1"
+NO_RECORDINGS = (
+    "input `recordings` is required: the directory of your model's recorded answers, committed to your repository; "
+    "create it with `llm-fairness-check init` and `llm-fairness-check generate --live --model <your model> --out <dir>`"
+)
 PROVIDERS = ("transformers", "llamacpp", "openai", "anthropic")
 MAX_ANNOTATIONS = 10
 """GitHub shows at most 10 annotations of each level per step."""
@@ -77,6 +81,7 @@ class Inputs:
     bootstrap: int
     permutations: int
     baseline: str | None
+    baseline_ref: str | None
     comment_on_pr: bool
     python_version: str
     github_token: str
@@ -128,9 +133,17 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
     threshold = _raw(env, "threshold")
     mgs = _raw(env, "min-group-size")
     baseline = _raw(env, "baseline")
+    baseline_ref = _raw(env, "baseline-ref")
+    if baseline and baseline_ref:
+        raise FairnessError("inputs `baseline` and `baseline-ref` exclude each other: compare with a run or a revision")
+    recordings = _raw(env, "recordings")
+    if not recordings and mode == "replay":
+        raise FairnessError(NO_RECORDINGS)
+    if baseline_ref and mode == "live":
+        raise FairnessError("input `baseline-ref` compares committed recordings; it needs `mode: replay`")
     inputs = Inputs(
         suite=_raw(env, "suite") or DEFAULT_SUITE,
-        recordings=_raw(env, "recordings") or DEFAULT_RECORDINGS,
+        recordings=recordings,
         out_dir=_raw(env, "out-dir") or "fairness-out",
         mode=mode,
         model=model,
@@ -142,6 +155,7 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         bootstrap=_number("bootstrap", _raw(env, "bootstrap") or str(DEFAULT_B), int),
         permutations=_number("permutations", _raw(env, "permutations") or str(DEFAULT_PERMUTATIONS), int),
         baseline=baseline or None,
+        baseline_ref=baseline_ref or None,
         comment_on_pr=_bool("comment-on-pr", _raw(env, "comment-on-pr")),
         python_version=_raw(env, "python-version"),
         github_token=(input_value(env, "github-token", ENV["github-token"]) or "").strip(),
@@ -156,19 +170,6 @@ def audit_options(inputs: Inputs) -> AuditOptions:
         bootstrap=inputs.bootstrap, permutations=inputs.permutations, threshold=inputs.threshold,
         fail_on=inputs.fail_on, min_group_size=inputs.min_group_size,
     )
-
-
-def resolve_recordings(value: str, action_path: str | None) -> Path:
-    """A relative path is looked up in the workspace, then in the Action's own checkout.
-
-    The default points at recordings committed with the Action, which are not in the
-    caller's repository.
-    """
-    path = Path(value)
-    if path.is_absolute() or path.exists() or not action_path:
-        return path
-    bundled = Path(action_path) / path
-    return bundled if bundled.exists() else path
 
 
 # -- engine ---------------------------------------------------------------------------
@@ -250,8 +251,9 @@ class _Run:
     out: Path
     code: int
     results: dict[str, Any]
-    extra_md: list[str]
     diff_state: str | None = None
+    state: str | None = None
+    """The step's verdict: the head's gate, or the more severe of it and the base-vs-head checks."""
 
 
 def _log_inputs(inputs: Inputs, out: TextIO) -> None:
@@ -263,7 +265,7 @@ def _log_inputs(inputs: Inputs, out: TextIO) -> None:
 
 def _engine(inputs: Inputs, env: Mapping[str, str], out: TextIO) -> _Run:
     dest = Path(inputs.out_dir)
-    recordings = resolve_recordings(inputs.recordings, env.get("FAIRNESS_ACTION_PATH"))
+    recordings = Path(inputs.recordings)  # in the workspace: the Action's own recordings are no fallback
     if inputs.mode == "live":
         recordings = dest / "recordings"
         with _gha.group(f"Generate live with {inputs.provider}", out), _gha.stop_commands(out):
@@ -274,39 +276,51 @@ def _engine(inputs: Inputs, env: Mapping[str, str], out: TextIO) -> _Run:
         result = run_audit(run_options(inputs, recordings, dest))
         print_outcome(result, out=out, err=out)
     results = result.run.model_dump(mode="json")
-    run = _Run(inputs, dest, result.run.gate.exit_code, results, [])
-    if inputs.baseline:
-        _diff(run, out)
+    run = _Run(inputs, dest, result.run.gate.exit_code, results, state=result.run.gate.state)
+    if inputs.baseline or inputs.baseline_ref:
+        _compare(run, run_options(inputs, recordings, dest), env, out)
     return run
 
 
-def _diff(run: _Run, out: TextIO) -> None:
-    """Compare with the baseline run: a regression fails a passing gate."""
-    from fairness.pipeline._diff import run_diff
+def _compare(run: _Run, options: RunOptions, env: Mapping[str, str], out: TextIO) -> None:
+    """Base vs head, from a base run (`baseline`) or a git revision (`baseline-ref`).
 
-    assert run.inputs.baseline is not None
-    with _gha.group("Diff against the baseline", out), _gha.stop_commands(out):
-        d, md = run_diff(run.inputs.baseline, run.out, suite=run.inputs.suite, out=run.out / "diff",
-                         options=audit_options(run.inputs))
-        print(md)
-    run.diff_state = d.state
-    run.extra_md.append(md)
-    if run.code == 0:
-        run.code = exit_code(d.state, run.inputs.fail_on)
+    A regression fails the step even when the head passes; summary.md then leads with it."""
+    from fairness.pipeline import _baseline
+
+    inputs = run.inputs
+    title = f"Compare with the base revision `{inputs.baseline_ref}`" if inputs.baseline_ref else "Diff against the baseline run"
+    with _gha.group(title, out), _gha.stop_commands(out):
+        if inputs.baseline_ref:
+            comparison = _baseline.compare_with_ref(inputs.baseline_ref, options,
+                                                    workspace=env.get("GITHUB_WORKSPACE") or None)
+        else:
+            comparison = _baseline.compare_with_run(str(inputs.baseline), options)
+        print(comparison.markdown())
+    _baseline.write_summary(run.out, comparison)
+    if comparison.diff is None:
+        _gha.command("notice", f"base vs head skipped: {comparison.note}", out, title="llm-fairness-check")
+        return
+    run.diff_state = comparison.diff.state
+    head_state = cast("State", run.state)
+    run.state = _baseline.combined_state(head_state, comparison)
+    run.code = _baseline.combined_exit_code(head_state, comparison, inputs.fail_on)
+    for c in [c for c in comparison.diff.checks if c.state == "fail"][:MAX_ANNOTATIONS]:
+        _gha.command("error", f"{_baseline.check_text(c)} (against {comparison.base})", out,
+                     title=f"Fairness regression {c.rule} [{c.scope}]")
 
 
 def _report(run: _Run, env: Mapping[str, str], out: TextIO) -> None:
     dest = run.out
-    markdown = "\n\n".join([(dest / "summary.md").read_text(encoding="utf-8"), *run.extra_md])
+    markdown = (dest / "summary.md").read_text(encoding="utf-8")
     if env.get("GITHUB_STEP_SUMMARY"):
         _gha.append_summary(env["GITHUB_STEP_SUMMARY"], markdown)
-    gate = run.results.get("gate") or {}
     annotate(run.results, out)
-    _gha.command("notice", f"gate {gate.get('state')}, exit code {run.code}", out, title="Fairness gate")
+    _gha.command("notice", f"gate {run.state}, exit code {run.code}", out, title="Fairness gate")
     if run.inputs.comment_on_pr:
         _comment(markdown, run.inputs, env, out)
     outputs = {
-        "gate-status": str(gate.get("state")),
+        "gate-status": str(run.state),
         "passed": "true" if run.code == 0 else "false",
         "exit-code": str(run.code),
         "worst-slices": json.dumps(worst_slices(run.results), ensure_ascii=False),

@@ -55,7 +55,7 @@ from fairness.audit._stats import (
     worst_interval,
 )
 from fairness.recordings._record import Recording, join_rows
-from fairness.recordings._store import Manifest
+from fairness.recordings._store import Manifest, grid_hash
 from fairness.score._catalog import METRICS, MetricSpec
 from fairness.score._rubric import ScoreTable, load_rubric, score_texts
 from fairness.suite._case import Case
@@ -352,8 +352,10 @@ def _run_caveats(suite: Suite, manifest: Manifest, mode: str, results: dict[str,
     out = []
     if not manifest.model.is_audited_model:
         out.append(Caveat(code="test-model", message=f"recordings come from a stand-in test model (`{manifest.model.id}`), not the audited model: {manifest.model.note}"))
-    if manifest.suite_hash != suite.hash:
-        out.append(Caveat(code="stale-recordings", message="the recordings were made for an earlier version of this suite (suite hash differs); prompts match, other settings may have changed"))
+    # Staleness is about what the model was asked (prompts, sampling, seeds, system prompt): a change
+    # to rules, thresholds or the scorer leaves the recordings valid, and the audit applies the current ones.
+    if manifest.grid_hash != grid_hash(suite.expand(), suite.system_prompt):
+        out.append(Caveat(code="stale-recordings", message="the recordings were made for another grid of this suite (grid hash differs); every replayed row matches its prompt, sampling and seed, but the recorded grid held other rows"))
     if not manifest.complete:
         out.append(Caveat(code="incomplete-recordings", message=f"the recording set is marked incomplete ({manifest.rows}/{manifest.expected_rows} rows)"))
     out.append(Caveat(code="interval-coverage", message=COVERAGE_NOTE))

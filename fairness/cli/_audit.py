@@ -32,6 +32,11 @@ def register(sub, add_suite) -> None:
                    help="audit the recorded rows of a set whose manifest declares it incomplete (a pass stays illustrative)")
     r.add_argument("--quiet", action="store_true", help="print only the verdict line")
     r.add_argument("--junit", help="also write a JUnit XML report (one testcase per rule check) to this file")
+    r.add_argument("--baseline-ref",
+                   help="git revision to compare with (e.g. the pull request's base sha): its suite file and recordings "
+                        "are read from the repository's history, audited the same way into OUT/base and diffed into "
+                        "OUT/diff; a confident regression fails the run")
+    r.add_argument("--workspace", help="git work tree to read --baseline-ref from (default: the one holding --recordings)")
     r.set_defaults(handler=cmd_run)
     register_diff(sub, add_suite)
 
@@ -62,9 +67,18 @@ def run_options(args: argparse.Namespace) -> RunOptions:
 def cmd_run(args: argparse.Namespace) -> int:
     from fairness.pipeline._run import print_outcome, run_audit
 
-    result = run_audit(run_options(args))
+    options = run_options(args)
+    result = run_audit(options)
+    if not args.baseline_ref:
+        print_outcome(result, quiet=args.quiet)
+        return result.run.gate.exit_code
+    from fairness.pipeline._baseline import combined_exit_code, compare_with_ref, outcome_line, write_summary
+
+    comparison = compare_with_ref(args.baseline_ref, options, workspace=args.workspace)
+    write_summary(options.out, comparison)
     print_outcome(result, quiet=args.quiet)
-    return result.run.gate.exit_code
+    print(outcome_line(comparison))
+    return combined_exit_code(result.run.gate.state, comparison, options.audit.fail_on)
 
 
 def register_diff(sub, add_suite) -> None:

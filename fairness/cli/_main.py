@@ -109,8 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("name", choices=["results", "manifest"])
 
     from fairness.cli._audit import register
+    from fairness.cli._init import register as register_init
 
     register(sub, _add_suite)
+    register_init(sub)
     return parser
 
 

@@ -1,0 +1,224 @@
+"""`llm-fairness-check init`: scaffold the fairness check into a repository.
+
+Writes the pull-request workflow (the Action pinned by full commit sha, read-only and
+fork-safe, comparing with the base revision), a regeneration workflow for the chosen
+provider and, optionally, an editable copy of the default suite; then prints the three
+commands that finish the adoption (record, commit, push). Existing files are never
+overwritten without `--force`. The templates are package data (`fairness/cli/templates`),
+so other tools can render them too.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from urllib.parse import urlparse
+
+from fairness._util.errors import FairnessError
+from fairness._version import __version__
+
+DEFAULT_SUITE = "fairness-cards/qwen-v0.1"
+ACTION_REPO = "llm-fairness-check/llm-fairness-check"
+"""Where the Action is published; `--action-ref` names another (a fork, a mirror)."""
+PR_WORKFLOW = ".github/workflows/fairness-check.yml"
+REGEN_WORKFLOW = ".github/workflows/fairness-regenerate.yml"
+SUITE_COPY = "fairness-check/suite.yaml"
+ACTIONLINT_CONFIG = ".github/actionlint.yaml"
+ACTIONLINT_GPU = (
+    "# actionlint configuration, written by `llm-fairness-check init`: the regeneration job runs on a\n"
+    "# self-hosted runner labelled `gpu` (https://github.com/rhysd/actionlint/blob/main/docs/config.md)\n"
+    "self-hosted-runner:\n  labels:\n    - gpu\n"
+)
+PROVIDERS = ("openai", "anthropic", "openai-compatible", "local")
+RUNNERS = {"ubuntu-latest": "ubuntu-latest", "self-hosted-gpu": "[self-hosted, gpu]"}
+DEFAULT_SECRET = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+ENGINE = {"openai": "openai", "anthropic": "anthropic", "openai-compatible": "openai", "local": "transformers"}
+EXTRAS = {"openai": "hosted", "anthropic": "hosted", "openai-compatible": "hosted", "local": "live"}
+_SHA = re.compile(r"[0-9a-f]{40}")
+_REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:+@-]*")
+"""Values written verbatim into YAML and shell: no quotes, spaces, `$` or expressions."""
+_SECRET = re.compile(r"[A-Z_][A-Z0-9_]*")
+_CRON = re.compile(r"[0-9*/,\- ]+")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("init", help="scaffold the fairness check into a repository (workflows, optional suite copy)")
+    p.add_argument("--dir", default=".", help="repository to scaffold into (default: the working directory)")
+    p.add_argument("--provider", choices=PROVIDERS, required=True,
+                   help="who answers the prompts when recordings are regenerated: a hosted API (openai, anthropic; "
+                        "key from a repository secret), an OpenAI-compatible server (--base-url) or a local model "
+                        "on a self-hosted GPU runner")
+    p.add_argument("--model", required=True, help="the model to audit (hosted model name, or hub id / path for local)")
+    p.add_argument("--base-url", help="openai-compatible only: the server's URL, e.g. https://llm.example.com/v1")
+    p.add_argument("--secret", help="repository secret holding the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY; "
+                                    "none for openai-compatible unless given)")
+    p.add_argument("--runner", choices=sorted(RUNNERS),
+                   help="runner of the regeneration job (default: self-hosted-gpu for local, else ubuntu-latest)")
+    p.add_argument("--recordings", help="recording directory in the repository (default: fairness-check/recordings/<model>)")
+    p.add_argument("--with-suite", action="store_true",
+                   help=f"also write an editable copy of the default suite to {SUITE_COPY} and use it")
+    p.add_argument("--suite", help=f"suite the workflows use (default: {SUITE_COPY} with --with-suite, else {DEFAULT_SUITE})")
+    p.add_argument("--action-ref",
+                   help="the Action to pin, OWNER/REPO@<40-hex commit> or a bare commit of "
+                        f"{ACTION_REPO} (default: the commit of the llm-fairness-check checkout this package runs from)")
+    p.add_argument("--schedule", default="17 4 * * 1", help="cron schedule of the regeneration workflow (default: weekly)")
+    p.add_argument("--force", action="store_true", help="overwrite existing files")
+    p.set_defaults(handler=cmd_init)
+
+
+@dataclass(frozen=True)
+class Plan:
+    files: dict[str, str]
+    """Repository-relative path → content."""
+    commands: list[str]
+    """The next three commands: record, commit, push."""
+
+
+def _plain(name: str, value: str) -> str:
+    if not _PLAIN.fullmatch(value) or "${{" in value:
+        raise FairnessError(f"`--{name}` {value!r} may hold only letters, digits and . _ / : + @ -")
+    return value
+
+
+def _slug(model: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", model.rstrip("/").rsplit("/", 1)[-1]).strip("-.") or "model"
+
+
+def action_ref(value: str | None, package_dir: Path | None = None) -> tuple[str, str]:
+    """(OWNER/REPO, 40-hex sha) to pin: given, or the commit of the checkout this package runs from."""
+    if value:
+        repo, _, sha = value.rpartition("@")
+        repo = repo or ACTION_REPO
+        if not _REPO.fullmatch(repo) or not _SHA.fullmatch(sha):
+            raise FairnessError(f"`--action-ref` {value!r} must be OWNER/REPO@<40-hex commit sha> or a bare 40-hex sha "
+                                "(a tag or branch can move; a full sha cannot)")
+        return repo, sha
+    where = package_dir or Path(__file__).resolve().parents[2]
+    try:
+        proc = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=False, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        proc = None
+    sha = proc.stdout.strip() if proc is not None and proc.returncode == 0 else ""
+    if not _SHA.fullmatch(sha) or not (where / "action.yml").is_file():
+        raise FairnessError("cannot tell which commit of the Action to pin (this package is not running from a "
+                            f"llm-fairness-check checkout): pass --action-ref {ACTION_REPO}@<40-hex sha of the release>")
+    return ACTION_REPO, sha
+
+
+def _base_url(value: str | None, provider: str) -> str | None:
+    if provider != "openai-compatible":
+        if value:
+            raise FairnessError("`--base-url` is for `--provider openai-compatible` only")
+        return None
+    if not value:
+        raise FairnessError("`--provider openai-compatible` needs `--base-url` (the server's URL, e.g. https://host/v1)")
+    url = urlparse(value)
+    if url.scheme not in ("http", "https") or not url.hostname or url.username or url.password or not _PLAIN.fullmatch(value):
+        raise FairnessError(f"`--base-url` {value!r} must be an http(s) URL without credentials or spaces")
+    return value
+
+
+def _secret(value: str | None, provider: str) -> str | None:
+    secret = value or DEFAULT_SECRET.get(provider)
+    if provider == "local" and value:
+        raise FairnessError("`--secret` is for the hosted providers; a local model needs no key")
+    if secret is not None and not _SECRET.fullmatch(secret):
+        raise FairnessError(f"`--secret` {secret!r} must be a secret name (A-Z, 0-9, _)")
+    return secret
+
+
+def _runner(value: str | None, provider: str) -> str:
+    runner = value or ("self-hosted-gpu" if provider == "local" else "ubuntu-latest")
+    if provider == "local" and runner != "self-hosted-gpu":
+        raise FairnessError("`--provider local` runs the model on a GPU: use `--runner self-hosted-gpu`")
+    return runner
+
+
+def _template(name: str, tokens: dict[str, str]) -> str:
+    text = resources.files("fairness.cli").joinpath(f"templates/{name}").read_text(encoding="utf-8")
+    for key, value in tokens.items():
+        text = text.replace(f"@{key}@", value)
+    left = re.search(r"@[A-Z_]+@", text)
+    if left:  # a template token nobody filled: a bug, not bad input
+        raise RuntimeError(f"template {name}: unfilled token {left.group(0)}")
+    return text
+
+
+def _suite_copy(name: str) -> str:
+    text = resources.files("fairness.suite").joinpath("builtin/qwen-v0.1.yaml").read_text(encoding="utf-8")
+    head = (f"# An editable copy of the built-in suite `{DEFAULT_SUITE}` (llm-fairness-check {__version__}),\n"
+            "# written by `llm-fairness-check init`. Edit the grid (families, placeholders, attributes, regimes,\n"
+            "# seeds) and the rules; a changed grid needs new recordings (`llm-fairness-check generate`).\n")
+    body, n = re.subn(r"(?m)^name: .*$", f"name: {name}", text, count=1)
+    assert n == 1
+    return head + body
+
+
+def plan(args, package_dir: Path | None = None) -> Plan:
+    provider = args.provider
+    model = _plain("model", args.model)
+    base_url = _base_url(args.base_url, provider)
+    secret = _secret(args.secret, provider)
+    runner = _runner(args.runner, provider)
+    repo, sha = action_ref(args.action_ref, package_dir)
+    if args.suite and args.with_suite:
+        raise FairnessError("`--with-suite` writes its own suite; drop `--suite`")
+    suite = _plain("suite", args.suite or (SUITE_COPY if args.with_suite else DEFAULT_SUITE))
+    recordings = _plain("recordings", args.recordings or f"fairness-check/recordings/{_slug(model)}")
+    if not _CRON.fullmatch(args.schedule) or len(args.schedule.split()) != 5:
+        raise FairnessError(f"`--schedule` {args.schedule!r} must be a five-field cron expression")
+    engine = ENGINE[provider]
+    gen_args = f'--base-url "{base_url}" ' if base_url else ""
+    secret_env = f"          OPENAI_API_KEY: ${{{{ secrets.{secret} }}}}\n" if secret and engine == "openai" else (
+        f"          ANTHROPIC_API_KEY: ${{{{ secrets.{secret} }}}}\n" if secret else "")
+    note = {"openai": "the OpenAI API", "anthropic": "the Anthropic API", "local": "a local model on a GPU runner",
+            "openai-compatible": f"the OpenAI-compatible server {base_url}"}[provider]
+    tokens = {
+        "VERSION": __version__, "ACTION": f"{repo}@{sha}", "ACTION_REPO": repo, "ACTION_SHA": sha, "SUITE": suite,
+        "RECORDINGS": recordings, "MODEL": model, "CRON": args.schedule, "RUNS_ON": RUNNERS[runner],
+        "EXTRAS": EXTRAS[provider], "ENGINE": engine, "GENERATE_ARGS": gen_args, "SECRET_ENV": secret_env,
+        "PROVIDER_NOTE": note,
+    }
+    files = {PR_WORKFLOW: _template("fairness-check.yml", tokens), REGEN_WORKFLOW: _template("fairness-regenerate.yml", tokens)}
+    if runner == "self-hosted-gpu":
+        files[ACTIONLINT_CONFIG] = ACTIONLINT_GPU
+    if args.with_suite:
+        files[SUITE_COPY] = _suite_copy(f"{_slug(str(Path(args.dir).resolve()))}/fairness-suite")
+    record = ["llm-fairness-check", "generate", "--suite", suite, "--engine", engine, "--model", model]
+    if base_url:
+        record += ["--base-url", base_url]
+    record += ["--live", "--out", recordings]
+    commit = ["git", "add", *files, recordings]
+    key_note = f"  (with {'OPENAI' if engine == 'openai' else 'ANTHROPIC'}_API_KEY set)" if secret else ""
+    commands = [
+        shlex.join(record) + key_note,
+        shlex.join(commit) + " && " + shlex.join(["git", "commit", "-m", f"Add the fairness check with the recordings of {model}"]),
+        "git push",
+    ]
+    return Plan(files, commands)
+
+
+def cmd_init(args) -> int:
+    root = Path(args.dir)
+    if not root.is_dir():
+        raise FairnessError(f"`--dir` `{root}` is not a directory")
+    p = plan(args)
+    if not args.force:
+        for rel in p.files:
+            if (root / rel).exists():
+                raise FairnessError(f"`{root / rel}` already exists; pass --force to overwrite it")
+    from fairness.recordings._store import write_atomic
+
+    for rel, text in p.files.items():
+        write_atomic(root / rel, text)
+        print(f"wrote {root / rel}")
+    print("next:")
+    for label, command in zip(("record", "commit", "push"), p.commands, strict=True):
+        print(f"  {label + ':':<8}{command}")
+    return 0
