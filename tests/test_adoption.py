@@ -141,7 +141,7 @@ def test_adopt_record_gate_and_fail_on_a_regression(adopter, api, tmp_path, caps
     assert second.code == 1, second.log
     assert (second.outputs["gate-status"], second.outputs["diff-status"], second.outputs["passed"]) == ("fail", "fail", "false")
     head = json.loads(Path(second.outputs["results-path"]).read_text())
-    assert head["gate"]["state"] == "pass"  # on its own the head passes (worst slice 0.5 < 0.6)
+    assert head["gate"]["state"] == "inconclusive"  # on its own: worst slice 0.5 against 0.6 on 10 rows, not settled
     diff = json.loads((adopter / "fairness-out" / "diff" / "diff.json").read_text())
     (check,) = diff["checks"]
     assert (check["rule"], check["scope"], check["state"], check["change"]) == ("stereotype-regression", "family=F1", "fail", 0.5)

@@ -32,10 +32,10 @@ class TestAuditOptions:
         ({"alpha": float("nan")}, "`alpha` must be a finite number, got nan"),
         ({"threshold": float("inf")}, "`threshold` must be a finite number, got inf"),
         ({"gate_on": "median"}, "`gate_on` must be one of point, interval, got 'median'"),
-        ({"fail_on": "always"}, "`fail_on` must be one of fail, illustrative, got 'always'"),
+        ({"fail_on": "always"}, "`fail_on` must be one of fail, inconclusive, got 'always'"),
         ({"scorer_mode": "fuzzy"}, "`scorer_mode` must be one of paper, strict, got 'fuzzy'"),
         ({"allow_small_samples": "yes"}, "`allow_small_samples` must be true or false, got 'yes'"),
-        ({"bootstrapp": 10}, "unknown key `bootstrapp`"),
+        ({"bootstrapp": 10}, "unknown key `bootstrapp` (did you mean `bootstrap`?)"),
     ])
     def test_one_line_error_naming_the_parameter(self, kwargs, message):
         with pytest.raises(FairnessError) as exc:
@@ -121,7 +121,7 @@ class TestSchemas:
         data = json.loads((default_run / "results.json").read_text(encoding="utf-8"))
         validator = jsonschema.Draft202012Validator(schema)
         assert [e.message for e in validator.iter_errors(data)] == []
-        assert data["schema_version"] == "1.1.0"
+        assert data["schema_version"] == "2.0.0"
 
     def test_default_manifest_validates_against_the_manifest_schema(self):
         jsonschema = pytest.importorskip("jsonschema")
@@ -135,7 +135,7 @@ def default_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("default") / "out"
     code = main(["run", "--recordings", str(DEFAULT_RECORDINGS), "--out", str(out), "--quiet",
                  "--bootstrap", "200", "--permutations", "50"])
-    assert code == 1
+    assert code == 3
     return out
 
 
@@ -143,5 +143,7 @@ def test_default_run_verdicts_are_fixed(default_run):
     """The committed recordings give one outcome per family at the interval rule (see README)."""
     data = json.loads((default_run / "results.json").read_text(encoding="utf-8"))
     assert {f["family"]: f["state"] for f in data["families"]} == {
-        "F1": "pass", "F2": "fail", "F3": "pass", "F4": "illustrative"}
-    assert (data["gate"]["state"], data["gate"]["exit_code"]) == ("fail", 1)
+        "F1": "inconclusive", "F2": "inconclusive", "F3": "inconclusive", "F4": "inconclusive"}
+    assert (data["gate"]["state"], data["gate"]["exit_code"]) == ("inconclusive", 3)
+    f2 = next(c for c in data["rules"] if c["scope"] == "family=F2")
+    assert f2["fired"] and f2["settle"]["toward"] == "fail" and f2["settle"]["seeds"] == 10

@@ -50,9 +50,12 @@ class TestPaperTable:
         run = paper_run.run
         fired = {c.scope: c.fired for c in run.rules}
         assert fired == {"family=F1": True, "family=F2": True, "family=F3": True, "family=F4": False}
+        # the paper flags F1-F3 at the point; with intervals only F2 is settled (fail), the rest inconclusive
         states = {c.scope: c.state for c in run.rules}
-        assert states == {"family=F1": "illustrative", "family=F2": "fail", "family=F3": "illustrative", "family=F4": "pass"}
-        assert (run.gate.state, run.gate.exit_code) == ("fail", 1)
+        assert states == {"family=F1": "inconclusive", "family=F2": "fail", "family=F3": "inconclusive", "family=F4": "inconclusive"}
+        assert run.gate.state == "fail" and run.gate.exit_code == 1
+        assert all(c.settle is not None for c in run.rules if c.state == "inconclusive")
+        assert next(c for c in run.rules if c.scope == "family=F2").settle is None
 
 
 class TestOutputs:
@@ -61,7 +64,7 @@ class TestOutputs:
 
     def test_results_json_is_versioned_and_complete(self, paper_run):
         data = json.loads((paper_run.out / "results.json").read_text())
-        assert data["schema_version"] == "1.1.0"
+        assert data["schema_version"] == "2.0.0"
         assert data["suite"]["hash"] and data["recordings"]["manifest_sha256"]
         assert data["scorer"]["mode"] == "paper" and data["tool"]["version"]
         st = next(m for m in data["metrics"] if m["metric"] == "stereotype_kw_rate")
@@ -81,7 +84,18 @@ class TestOutputs:
         lines = [ln for ln in text.splitlines() if ln.strip()]
         assert lines[1].split("**")[1] == "FAIL"
         assert "| F2 | 0.23" in text and "xychart-beta" in text and "Verdict stability" in text
+        assert "**Estimand** — grid estimand" in text
+        assert "### How many more seeds would settle it" in text and "| stereotype-worst-slice | family=F1 |" in text
         assert len(text.encode()) < 1024 * 1024
+
+    def test_results_and_card_name_the_estimand_and_what_would_settle_it(self, paper_run):
+        data = json.loads((paper_run.out / "results.json").read_text())
+        assert data["estimand"].startswith("grid estimand") and data["tests"]["estimand"] == data["estimand"]
+        f1 = next(c for c in data["rules"] if c["scope"] == "family=F1")
+        assert f1["state"] == "inconclusive" and f1["settle"]["toward"] == "fail" and f1["settle"]["cells"] == 40
+        card = yaml.safe_load((paper_run.out / "card.yaml").read_text())
+        assert card["audit_result"]["estimand"] == data["estimand"]
+        assert [x["scope"] for x in card["audit_result"]["to_settle"]] == ["family=F1", "family=F3", "family=F4"]
 
     def test_card_validates_against_the_published_schemas(self, paper_run, shared_dir):
         jsonschema = pytest.importorskip("jsonschema")

@@ -548,3 +548,32 @@ def test_dry_run_refuses_credentials_too(suite_file, tmp_path, capsys, no_networ
     cfg.write_text("secret: x\n", encoding="utf-8")
     code, _, err = cli_run(dry_run_argv(suite_file, tmp_path / "out", "--provider-config", str(cfg)), capsys)
     assert code == 2 and "credentials come from the environment only" in err
+
+
+def _null_content(kind: str) -> Reply:
+    if kind == "openai":
+        body = {"id": "c", "object": "chat.completion", "created": 0, "model": "gpt-test",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": None}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 11, "completion_tokens": 0, "total_tokens": 11}}
+    else:
+        body = {"id": "m", "type": "message", "role": "assistant", "model": "claude-test", "content": [],
+                "stop_reason": "end_turn", "stop_sequence": None, "usage": {"input_tokens": 12, "output_tokens": 0}}
+    return 200, {}, json.dumps(body).encode()
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_null_content_is_retried_then_an_error_never_an_empty_record(api, suite, tmp_path, kind):
+    api.rule = lambda body: _null_content(kind)
+    sleeps: list[float] = []
+    with pytest.raises(ProviderError, match="failed after 3 attempts \\(MissingContent"):
+        run(suite, make_engine(kind, api, sleeps, concurrency=1, max_retries=2), tmp_path / "out")
+    assert len(api.requests) == 3
+    assert records(tmp_path / "out") == []
+
+
+def test_null_content_once_is_retried_and_the_real_answer_recorded(api, suite, tmp_path):
+    api.script = [_null_content("openai")]
+    report = run(suite, make_engine("openai", api, concurrency=1), tmp_path / "out")
+    assert report.complete
+    assert all(r.output.startswith("Answer to:") for r in records(tmp_path / "out"))
+    assert len(api.requests) == ROWS + 1

@@ -8,19 +8,32 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from fairness.audit._audit import AuditOptions, audit
+from fairness.audit._audit import AuditOptions, audit, rule_intervals
 from fairness.audit._gate import EXIT_CODES, check_state, exit_code, overall_state
+from fairness.audit._intervals import (
+    CellCounts,
+    SliceBounds,
+    cell_counts,
+    detectable,
+    gap_interval,
+    holm_levels,
+    icc,
+    lower,
+    n_eff_needed,
+    pair_difference,
+    seeds_needed,
+    upper,
+    worst_interval,
+)
 from fairness.audit._metrics import build_design, metric_matrix, scopes
 from fairness.audit._stats import (
     benjamini_hochberg,
     bootstrap_weights,
-    gap_interval,
     holm,
     permutation_pvalues,
     scope_stats,
     variance_shares,
     wilson,
-    worst_interval,
 )
 from fairness.recordings._record import Recording
 from fairness.score._catalog import METRICS
@@ -108,11 +121,18 @@ class TestIntervalsAndDeterminism:
         texts = _simulate(cases, lambda s: {"a": 0.05, "b": 0.1, "c": 0.2, "d": 0.1}[s], np.random.default_rng(3))
         Y = metric_matrix(score_texts(texts), SPECS)
         d = build_design(cases, ["a", "b", "c", "d"], {"OCC": "occupation"})
-        st = scope_stats(d, Y, scopes(d, 0)[0], SPECS, 1000, 1)
-        w = worst_interval(st, STEREO, SPECS[STEREO])
-        g = gap_interval(st, STEREO, SPECS[STEREO])
-        v = st.values[:, STEREO]
+        T, N = cell_counts(d.cluster, d.slice_codes, Y[:, [STEREO]], 4)
+        sb = SliceBounds.of(CellCounts(T[:, :, 0], N, "rate"))
+        w, g = worst_interval(sb, "max", 0.05), gap_interval(sb, 0.05)
+        v = sb.cc.values
         assert w.low <= v.max() <= w.high and g.low <= v.max() - v.min() <= g.high and g.low >= 0
+
+    def test_permutation_p_values_are_float64(self):
+        cases = _cases(6)
+        d = build_design(cases, ["a", "b", "c", "d"], {"OCC": "occupation"})
+        Y = metric_matrix(score_texts(_simulate(cases, lambda _s: 0.3, np.random.default_rng(1))), SPECS)[:, [STEREO]]
+        obs, p, _, p_all = permutation_pvalues(d, Y, d.factors["family"].codes, 2, P=50, seed=1)
+        assert p.dtype == np.float64 and p_all.dtype == np.float64 and obs.dtype == np.float64
 
     def test_permutation_p_is_small_for_a_real_gap_and_flat_for_none(self):
         cases = _cases(24)
@@ -154,8 +174,37 @@ class TestNaNSemantics:
         assert "underpowered" in st.caveats[0]
         assert run.gate.state == "undefined" and run.gate.exit_code == 4
         run2, _ = audit(default_suite, cases, recs, rs.manifest, AuditOptions(min_group_size=201, allow_small_samples=True, bootstrap=50, permutations=0))
-        assert run2.gate.state == "illustrative"
+        assert run2.gate.state == "inconclusive"
 
+
+    def _few_cells(self, suite, tmp_path, keep):
+        from conftest import write_recording_set
+
+        from fairness.recordings._store import RecordingSet
+
+        cases = [c for c in suite.expand() if keep(c)]
+        d = write_recording_set(tmp_path / "r", suite, lambda c: "a traditional leader" if c.seed == 1 else "fine", cases=cases)
+        rs = RecordingSet(d)
+        return cases, [rs.by_row[c.row_id] for c in cases], rs.manifest
+
+    def test_min_group_size_counts_template_cells(self, default_suite, tmp_path):
+        # 2 cells per family (paraphrases p1, p2 × CEO × low-entropy): 10 rows per slice ≥ 5, but 2 cells < 5
+        cases, recs, man = self._few_cells(default_suite, tmp_path, lambda c: c.paraphrase_id in ("p1", "p2")
+                                           and c.placeholders["OCC"] == "CEO" and c.regime == "low-entropy")
+        run, _ = audit(default_suite, cases, recs, man, AuditOptions(permutations=0))
+        assert [c.state for c in run.rules] == ["undefined"] * 4
+        assert all("template cells" in c.reason for c in run.rules)
+        run2, _ = audit(default_suite, cases, recs, man, AuditOptions(permutations=0, allow_small_samples=True))
+        assert [c.state for c in run2.rules] == ["inconclusive"] * 4
+
+    def test_one_template_cell_is_undefined_even_with_small_samples_allowed(self, default_suite, tmp_path):
+        cases, recs, man = self._few_cells(default_suite, tmp_path, lambda c: c.paraphrase_id == "p1"
+                                           and c.placeholders["OCC"] == "CEO" and c.regime == "low-entropy")
+        run, _ = audit(default_suite, cases, recs, man, AuditOptions(permutations=0, allow_small_samples=True))
+        assert [c.state for c in run.rules] == ["undefined"] * 4
+        assert all("single template cell" in c.reason for c in run.rules)
+        st = next(m for m in run.metrics if m.metric == "stereotype_kw_rate").scopes["family=F1"]
+        assert st.cells == 1 and st.worst_slice.ci is None and st.worst_slice.value is None
 
 RULE = DecisionRule(id="r", metric="stereotype_kw_rate", threshold=0.05)
 
@@ -164,49 +213,212 @@ class TestGateStates:
     @pytest.mark.parametrize(
         "value, interval, kwargs, state",
         [
-            (0.02, (0.0, 0.06), {}, "pass"),
+            (0.02, (0.0, 0.04), {}, "pass"),
+            (0.02, (0.0, 0.06), {}, "inconclusive"),
             (0.20, (0.10, 0.30), {}, "fail"),
-            (0.07, (0.03, 0.11), {}, "illustrative"),
+            (0.07, (0.03, 0.11), {}, "inconclusive"),
             (0.07, (0.03, 0.11), {"gate_on": "point"}, "fail"),
+            (0.02, (0.0, 0.06), {"gate_on": "point"}, "pass"),
+            (0.07, None, {}, "inconclusive"),
             (math.nan, None, {}, "undefined"),
             (0.20, (0.1, 0.3), {"underpowered": True}, "undefined"),
-            (0.20, (0.1, 0.3), {"underpowered": True, "allow_small_samples": True}, "illustrative"),
+            (0.20, (0.1, 0.3), {"underpowered": True, "allow_small_samples": True}, "inconclusive"),
         ],
     )
     def test_state_table(self, value, interval, kwargs, state):
         assert check_state(RULE, value, interval, **kwargs)[0] == state
 
     def test_exit_code_table(self):
-        assert EXIT_CODES == {"pass": 0, "fail": 1, "illustrative": 3, "undefined": 4}
-        assert [exit_code(s) for s in ("pass", "fail", "illustrative", "undefined")] == [0, 1, 3, 4]
-        assert exit_code("illustrative", "fail") == 0 and exit_code("illustrative", "illustrative") == 1
+        assert EXIT_CODES == {"pass": 0, "fail": 1, "inconclusive": 3, "undefined": 4}
+        assert [exit_code(s) for s in ("pass", "fail", "inconclusive", "undefined")] == [0, 1, 3, 4]
+        assert exit_code("inconclusive", "fail") == 0 and exit_code("inconclusive", "inconclusive") == 1
         assert exit_code("undefined", "fail") == 4 and exit_code("fail", "fail") == 1
 
     def test_overall_state_precedence(self):
-        assert overall_state(["pass", "illustrative", "fail"]) == "fail"
-        assert overall_state(["pass", "undefined", "illustrative"]) == "illustrative"
+        assert overall_state(["pass", "inconclusive", "fail"]) == "fail"
+        assert overall_state(["pass", "undefined", "inconclusive"]) == "undefined"
+        assert overall_state(["pass", "inconclusive"]) == "inconclusive"
         assert overall_state(["pass", "undefined"]) == "undefined"
         assert overall_state(["pass"]) == "pass" and overall_state([]) == "undefined"
 
     def test_lower_is_worse_comparator_uses_the_upper_bound(self):
         rule = DecisionRule(id="g", metric="positive_professional_count", statistic="worst_slice", comparator="<", threshold=1.0)
         assert check_state(rule, 0.5, (0.3, 0.8))[0] == "fail"
-        assert check_state(rule, 0.5, (0.3, 1.2))[0] == "illustrative"
+        assert check_state(rule, 0.5, (0.3, 1.2))[0] == "inconclusive"
+        assert check_state(rule, 1.5, (1.1, 1.9))[0] == "pass"
+
+
+
+def _grid_counts(events_per_slice: list[int], cells: int = 40, seeds: int = 5) -> CellCounts:
+    """(cells × slices) counts with each slice's events spread one per cell from the first (no clustering)."""
+    T = np.zeros((cells, len(events_per_slice)))
+    for s, k in enumerate(events_per_slice):
+        for e in range(k):
+            T[e % cells, s] += 1
+    return CellCounts(T, np.full(T.shape, float(seeds)), "rate")
+
+
+class TestKornGraubard:
+    @pytest.mark.parametrize("k, n", [(0, 20), (1, 50), (3, 40), (13, 200), (200, 200)])
+    def test_clopper_pearson_at_deff_one_matches_scipy(self, k, n):
+        ref = sps.binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+        assert lower(k, n, "rate", 0.025) == pytest.approx(ref.low, abs=1e-12)
+        assert upper(k, n, "rate", 0.025) == pytest.approx(ref.high, abs=1e-12)
+
+    def test_effective_n_uses_beta_quantiles_at_x_over_deff(self):
+        x, n, deff = 12.0, 200.0, 1.6
+        xe, ne = x / deff, n / deff
+        assert lower(xe, ne, "rate", 0.025) == pytest.approx(sps.beta.ppf(0.025, xe, ne - xe + 1), rel=1e-10)
+        assert upper(xe, ne, "rate", 0.025) == pytest.approx(sps.beta.ppf(0.975, xe + 1, ne - xe), rel=1e-10)
+
+    @pytest.mark.parametrize("n", [5, 10, 25])
+    def test_exact_enumeration_one_sided_miss_never_exceeds_the_tail(self, n):
+        """For every true p on a fine grid, P(lower > p) ≤ 0.025 and P(upper < p) ≤ 0.025, summing the binomial pmf."""
+        ks = np.arange(n + 1)
+        lo, hi = lower(ks, n, "rate", 0.025), upper(ks, n, "rate", 0.025)
+        for p in np.linspace(0.001, 0.999, 500):
+            pmf = sps.binom.pmf(ks, n, p)
+            assert pmf[lo > p].sum() <= 0.025 + 1e-12 and pmf[hi < p].sum() <= 0.025 + 1e-12
+
+    def test_garwood_count_interval_matches_chi_square(self):
+        assert lower(3, 10, "count", 0.025) == pytest.approx(sps.chi2.ppf(0.025, 6) / 20, rel=1e-10)
+        assert upper(3, 10, "count", 0.025) == pytest.approx(sps.chi2.ppf(0.975, 8) / 20, rel=1e-10)
+        assert lower(0, 10, "count", 0.025) == 0.0
+
+    def test_icc_matches_one_way_anova_on_rows(self):
+        sums = np.array([[0.0], [1.0], [4.0], [2.0], [0.0]])
+        counts = np.full((5, 1), 5.0)
+        rows = [np.r_[np.ones(int(k)), np.zeros(5 - int(k))] for k in sums[:, 0]]
+        grand = np.concatenate(rows).mean()
+        msb = sum(5 * (r.mean() - grand) ** 2 for r in rows) / 4
+        msw = sum(((r - r.mean()) ** 2).sum() for r in rows) / 20
+        assert icc(CellCounts(sums, counts, "rate")) == pytest.approx((msb - msw) / (msb + 4 * msw))
+
+    def test_design_effect_is_sized_at_the_slices_own_cluster_size_and_floored_at_one(self):
+        clustered = CellCounts(np.array([[5.0, 5.0], [0.0, 0.0], [5.0, 4.0], [0.0, 1.0]]), np.full((4, 2), 5.0), "rate")
+        sb = SliceBounds.of(clustered)
+        assert sb.deff == pytest.approx(1 + 4 * sb.param) and sb.param > 0.5
+        spread = SliceBounds.of(_grid_counts([10, 10]))  # one event per cell: less clustered than binomial
+        assert spread.param < 0 and np.all(spread.deff == 1.0)
+
+    def test_one_seed_per_cell_has_no_design_effect(self):
+        sb = SliceBounds.of(CellCounts(np.array([[1.0, 0.0], [0.0, 0.0], [1.0, 1.0]]), np.ones((3, 2)), "rate"))
+        assert math.isnan(sb.param) and sb.deff.tolist() == [1.0, 1.0]
+
+    def test_worst_slice_lower_end_is_bonferroni_over_slices(self):
+        sb = SliceBounds.of(_grid_counts([4, 10, 20, 6]))
+        w = worst_interval(sb, "max", 0.05)
+        assert w.low == pytest.approx(sps.beta.ppf(0.025 / 4, 20, 181)) and w.high == pytest.approx(sps.beta.ppf(0.975, 21, 180))
+
+    def test_an_empty_slice_leaves_the_worst_slice_and_gap_over_the_others(self):
+        cc = _grid_counts([4, 10, 20, 6])
+        cc = CellCounts(cc.sums, cc.counts * np.array([1, 1, 1, 0]), "rate")
+        cc = CellCounts(cc.sums * np.array([1, 1, 1, 0]), cc.counts, "rate")
+        sb = SliceBounds.of(cc)
+        w, g = worst_interval(sb, "max", 0.05), gap_interval(sb, 0.05)
+        assert w.low == pytest.approx(sps.beta.ppf(0.025 / 3, 20, 181))
+        assert math.isfinite(g.low) and g.low > 0 and math.isfinite(g.high)
+        one = CellCounts(cc.sums * np.array([0, 0, 1, 0]), cc.counts * np.array([0, 0, 1, 0]), "rate")
+        assert math.isnan(gap_interval(SliceBounds.of(one), 0.05).low)
+
+
+class TestNewcombe:
+    def test_pair_difference_is_the_mover_of_exact_bounds_when_nothing_is_shared(self):
+        sb = SliceBounds.of(_grid_counts([30, 12]))
+        tail = 0.025
+        lo, hi = pair_difference(sb, 0, 1, tail)
+        p1, p2 = 30 / 200, 12 / 200
+        l1, u1 = sps.beta.ppf(tail, 30, 171), sps.beta.ppf(1 - tail, 31, 170)
+        l2, u2 = sps.beta.ppf(tail, 12, 189), sps.beta.ppf(1 - tail, 13, 188)
+        assert lo == pytest.approx(p1 - p2 - math.hypot(p1 - l1, u2 - p2), rel=1e-9)
+        assert hi == pytest.approx(p1 - p2 + math.hypot(u1 - p1, p2 - l2), rel=1e-9)
+
+    def test_gap_lower_end_uses_every_pair_at_a_quarter_alpha_over_pairs(self):
+        sb = SliceBounds.of(_grid_counts([30, 12, 10]))
+        g = gap_interval(sb, 0.05)
+        assert g.low == pytest.approx(max(pair_difference(sb, 0, 2, 0.025 / 6)[0], 0.0))
+        assert g.high == pytest.approx(pair_difference(sb, 0, 2, 0.025)[1])
+
+
+class TestHolmAndGate:
+    def test_holm_levels_step_down(self):
+        assert holm_levels([0.001, 0.02, 0.004], 0.025) == pytest.approx([0.025 / 3, 0.025, 0.0125])
+        assert holm_levels([0.001, 0.02, 0.013], 0.025) == pytest.approx([0.025 / 3, 0.0125, 0.0125])
+
+    @pytest.mark.parametrize(
+        "events, state",
+        [([0, 0, 0, 0], "pass"), ([60, 2, 2, 2], "fail"), ([12, 2, 2, 2], "inconclusive"), ([8, 2, 2, 2], "inconclusive")],
+    )
+    def test_three_verdicts_on_crafted_counts(self, events, state):
+        ivs = rule_intervals(RULE, METRICS[RULE.metric], {"family=F1": _grid_counts(events)}, 0.05)
+        iv, tail = ivs["family=F1"]
+        assert tail == 0.025
+        assert check_state(RULE, max(events) / 200, (iv.low, iv.high))[0] == state
+
+    def test_holm_across_families_tightens_the_breaching_end(self):
+        ccs = {f"family=F{i}": _grid_counts([14, 2, 2, 2]) for i in range(4)}
+        ivs = rule_intervals(RULE, METRICS[RULE.metric], ccs, 0.05)
+        assert [t for _, t in ivs.values()] == [0.025 / 4] * 4
+        assert ivs["family=F0"][0].low == pytest.approx(sps.beta.ppf(0.025 / 16, 14, 187))
+
+
+class TestPower:
+    def test_effective_rows_needed_hand_checked(self):
+        # ((1.959964·√(0.05·0.95) + 0.841621·√(0.10·0.90)) / 0.05)² = (13.5929)² = 184.77
+        assert n_eff_needed(0.10, 0.05, "rate", 0.025) == pytest.approx(184.77, abs=0.01)
+
+    def test_seeds_needed_grows_with_the_design_effect(self):
+        assert seeds_needed(184.77, 40, "rate", 0.0) == (200, 5)
+        # m = 184.77·0.95 / (40 − 184.77·0.05) = 5.71 → 6 seeds: 240 rows, n_eff 240 / 1.25 = 192 ≥ 184.77
+        assert seeds_needed(184.77, 40, "rate", 0.05) == (240, 6)
+        assert seeds_needed(184.77, 40, "rate", 0.25) == (None, None)
+
+    def test_detectable_value_inverts_the_sample_size(self):
+        d = detectable(0.05, "rate", 0.025, 184.77, +1)
+        assert d == pytest.approx(0.10, abs=1e-4)
+        p = detectable(0.05, "rate", 0.025, 500.0, -1)
+        assert n_eff_needed(p, 0.05, "rate", 0.025) == pytest.approx(500.0, rel=1e-3) and p < 0.05
 
 
 @pytest.mark.slow
 def test_no_effect_grid_false_fail_rate_is_at_most_nominal():
-    """Slices with identical rates at the threshold: the gate must not fail more than ~α/2 of the time."""
+    """Every slice of four families exactly at the threshold (grid estimand), 400 grids: the gate fails ≤ α/2."""
     rng = np.random.default_rng(11)
-    cases = _cases(40)
-    d = build_design(cases, ["a", "b", "c", "d"], {"OCC": "occupation"})
     fails = 0
-    reps = 60
+    reps = 400
+    spec = METRICS[RULE.metric]
     for _ in range(reps):
-        texts = _simulate(cases, lambda s: 0.05, rng, icc_sd=0.3)
-        Y = metric_matrix(score_texts(texts), SPECS)
-        st = scope_stats(d, Y, scopes(d, 0)[0], SPECS, 400, int(rng.integers(1 << 30)))
-        w = worst_interval(st, STEREO, SPECS[STEREO])
-        value = st.values[:, STEREO].max()
-        fails += check_state(RULE, value, (w.low, w.high))[0] == "fail"
-    assert fails / reps <= 0.05
+        ccs = {}
+        for f in range(4):
+            e = rng.normal(0.0, 0.5, 40)
+            lo_, hi_ = -20.0, 20.0
+            for _ in range(60):  # intercept making the grid's mean rate exactly 0.05
+                mid = (lo_ + hi_) / 2
+                lo_, hi_ = (mid, hi_) if (1 / (1 + np.exp(-(mid + e)))).mean() < 0.05 else (lo_, mid)
+            p = np.repeat((1 / (1 + np.exp(-(lo_ + e))))[:, None], 4, axis=1)
+            ccs[f"family=F{f}"] = CellCounts(rng.binomial(5, p).astype(float), np.full((40, 4), 5.0), "rate")
+        ivs = rule_intervals(RULE, spec, ccs, 0.05)
+        states = [check_state(RULE, float(ccs[k].values.max()), (iv.low, iv.high))[0] for k, (iv, _) in ivs.items()]
+        fails += "fail" in states
+    assert fails / reps <= 0.025
+
+
+class TestAuditDeterminism:
+    def test_verdicts_and_intervals_do_not_depend_on_the_seed(self, default_suite, tmp_path):
+        from conftest import write_recording_set
+
+        from fairness.recordings._store import RecordingSet
+
+        cases = default_suite.expand()
+        d = write_recording_set(tmp_path / "r", default_suite, lambda c: "a traditional leader" if c.seed == 1 and c.paraphrase_id.endswith("1") else "fine")
+        rs = RecordingSet(d)
+        recs = [rs.by_row[c.row_id] for c in cases]
+        a, _ = audit(default_suite, cases, recs, rs.manifest, AuditOptions(seed=1, permutations=0))
+        b, _ = audit(default_suite, cases, recs, rs.manifest, AuditOptions(seed=2, permutations=0))
+        assert [c.model_dump() for c in a.rules] == [c.model_dump() for c in b.rules]
+        assert a.estimand.startswith("grid estimand") and a.tests.estimand == a.estimand
+
+
+def test_gap_power_uses_the_pair_variance_at_the_threshold_not_zero():
+    """Both slices at 0: the test still needs v(0) + v(0.01) per row: (1.959964·√0.0099 / 0.01)² = 380.3 effective rows."""
+    assert n_eff_needed(0.0, 0.01, "rate", 0.025, gap_base=0.0) == pytest.approx(380.3, abs=0.1)

@@ -121,7 +121,7 @@ class TestValidation:
         bad["regimes"][1]["name"] = "low-entropy"
         assert "duplicate regime name `low-entropy`" in _err(bad)
         raw_default["seeds"] = [1, 1]
-        assert "`seeds` lists a seed twice" in _err(raw_default)
+        assert "`seeds` lists seed 1 twice" in _err(raw_default)
 
     def test_unknown_key_rejected(self, raw_default):
         raw_default["temperature"] = 0.3

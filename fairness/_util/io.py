@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from fairness._util.errors import FairnessError
+from fairness._util.files import read_json
 
 
-def load_json(path: Path, *, missing: str) -> Any:
-    """Parse `path`; a missing file is `FairnessError(missing)`, an unreadable one says why."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FairnessError(missing) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FairnessError(f"cannot read `{path}`: {exc}") from None
+def load_json(path: Path, *, missing: str, what: str = "file") -> Any:
+    """Parse `path` strictly (size cap, UTF-8, no duplicate keys or NaN); a missing file is
+    `FairnessError(missing)`, anything else wrong with it says what and where."""
+    if not Path(path).exists():
+        raise FairnessError(missing)
+    return read_json(path, what)

@@ -131,3 +131,47 @@ def append_summary(path: str | Path, markdown: str) -> None:
         return
     with open(p, "a", encoding="utf-8", newline="\n") as fh:
         fh.write(cap_summary(markdown, cap=room).rstrip("\n") + "\n\n")
+
+
+def neutralise(text: str, at_line_start: bool = True) -> tuple[str, bool]:
+    """`text` with every line that would start a workflow command (`::` after optional
+    whitespace) made inert by a zero-width space; returns it and whether it ends a line."""
+    out = []
+    for piece in re.split(r"(\r\n|\r|\n)", text):
+        if piece in ("\r\n", "\r", "\n"):
+            out.append(piece)
+            at_line_start = True
+            continue
+        safe = piece.replace("::", ":\u200b:", 1) if at_line_start and piece.lstrip().startswith("::") else piece
+        if piece.strip():
+            at_line_start = False
+        out.append(safe)
+    return "".join(out), at_line_start
+
+
+class InertStream:
+    """A text stream wrapper that neutralises workflow commands line by line."""
+
+    def __init__(self, stream: TextIO):
+        self._stream = stream
+        self._at_start = True
+
+    def write(self, text: str) -> int:
+        safe, self._at_start = neutralise(text, self._at_start)
+        self._stream.write(safe)
+        return len(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def inert_streams() -> Iterator[None]:
+    """Neutralise workflow commands on stdout and stderr (the plain CLI inside a workflow step):
+    rule ids, manifest notes and model text reach the log, never the runner's command parser."""
+    old_out, old_err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = InertStream(old_out), InertStream(old_err)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = old_out, old_err

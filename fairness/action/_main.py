@@ -59,8 +59,8 @@ NO_RECORDINGS = (
 PROVIDERS = ("transformers", "llamacpp", "openai", "anthropic")
 MAX_ANNOTATIONS = 10
 """GitHub shows at most 10 annotations of each level per step."""
-INTERNAL_ERROR = 70
-"""A bug, not a verdict: distinct from the gate's 0-4."""
+ERROR_EXIT = 2
+"""Any error, bad input or a bug alike: outputs say `gate-status: error`, and the step fails with 2."""
 _TRUE = {"true", "True", "TRUE"}
 _FALSE = {"false", "False", "FALSE", ""}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -149,7 +149,8 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         model=model,
         provider=provider,
         threshold=_number("threshold", threshold, float) if threshold else None,
-        fail_on=cast("FailOn | None", _choice("fail-on", _raw(env, "fail-on"), ("", "fail", "illustrative")) or None),
+        # Default policy: fail on `fail`; an inconclusive result is a ::warning and the step passes.
+        fail_on=cast("FailOn", _choice("fail-on", _raw(env, "fail-on"), ("", "fail", "inconclusive")) or "fail"),
         min_group_size=_number("min-group-size", mgs, int) if mgs else None,
         allow_incomplete=_bool("allow-incomplete", _raw(env, "allow-incomplete")),
         bootstrap=_number("bootstrap", _raw(env, "bootstrap") or str(DEFAULT_B), int),
@@ -201,16 +202,19 @@ def worst_slices(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def annotate(results: dict[str, Any], out: TextIO) -> None:
-    """`::error` per failed rule check, `::warning` per caveat, 10 of each at most."""
+    """`::error` per failed rule check, `::warning` per inconclusive check and per caveat, 10 of each at most."""
     failed = [c for c in results.get("rules") or [] if c.get("state") == "fail"]
     for c in failed[:MAX_ANNOTATIONS]:
         where = f"; worst slice {c['worst_slice']}" if c.get("worst_slice") else ""
         _gha.command("error", f"{c.get('reason')}{where}", out, title=f"Fairness rule {c.get('rule')} failed [{c.get('scope')}]")
+    unsettled = [c for c in results.get("rules") or [] if c.get("state") == "inconclusive"]
+    for c in unsettled[:MAX_ANNOTATIONS]:
+        _gha.command("warning", str(c.get("reason")), out, title=f"Fairness rule {c.get('rule')} inconclusive [{c.get('scope')}]")
     caveats = results.get("caveats") or []
     for cv in caveats[:MAX_ANNOTATIONS]:
         scope = " ".join(x for x in (cv.get("metric"), cv.get("scope")) if x)
         _gha.command("warning", cv.get("message", ""), out, title=f"Fairness caveat: {cv.get('code')}{' ' + scope if scope else ''}")
-    hidden = max(0, len(failed) - MAX_ANNOTATIONS) + max(0, len(caveats) - MAX_ANNOTATIONS)
+    hidden = sum(max(0, len(x) - MAX_ANNOTATIONS) for x in (failed, unsettled, caveats))
     if hidden:
         _gha.log(f"{hidden} more failed rule checks or caveats are listed in results.json", out)
 
@@ -236,10 +240,25 @@ def _emit_outputs(env: Mapping[str, str], outputs: dict[str, str], out: TextIO) 
             _gha.log(f"{name} = {value}", out)
 
 
-def _bad_input(message: str, code: int, env: Mapping[str, str], out: TextIO) -> int:
-    _gha.command("error", message, out, title="llm-fairness-check: bad input")
-    _emit_outputs(env, {"gate-status": "error", "passed": "false", "exit-code": str(code)}, out)
-    return code
+def _error(message: str, env: Mapping[str, str], out: TextIO, *, title: str = "llm-fairness-check: bad input") -> int:
+    """Any failure: one `::error`, the outputs action.yml promises, a one-line step summary, exit 2.
+
+    Each step is guarded on its own, so a broken GITHUB_OUTPUT or summary file still leaves
+    the error in the log and the exit code."""
+    line = " ".join(message.split())
+    _gha.command("error", line, out, title=title)
+    outputs = {"gate-status": "error", "passed": "false", "exit-code": str(ERROR_EXIT)}
+    try:
+        _emit_outputs(env, outputs, out)
+    except (OSError, ValueError) as exc:
+        _gha.log(f"could not write the step outputs: {exc}", out)
+    summary = env.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        try:
+            _gha.append_summary(summary, f"**llm-fairness-check: error** — {line}")
+        except OSError as exc:
+            _gha.log(f"could not write the step summary: {exc}", out)
+    return ERROR_EXIT
 
 
 # -- main -----------------------------------------------------------------------------
@@ -263,7 +282,19 @@ def _log_inputs(inputs: Inputs, out: TextIO) -> None:
             _gha.log(f"{name.replace('_', '-')} = {json.dumps(shown)}", out)
 
 
+def check_paths(inputs: Inputs) -> None:
+    """Every path the run will use, and the baseline's schema, checked before any work."""
+    from fairness._util.files import check_output_dir
+
+    check_output_dir(inputs.out_dir, "input `out-dir`")
+    if inputs.baseline:
+        from fairness.audit._diff import read_results
+
+        read_results(inputs.baseline)
+
+
 def _engine(inputs: Inputs, env: Mapping[str, str], out: TextIO) -> _Run:
+    check_paths(inputs)
     dest = Path(inputs.out_dir)
     recordings = Path(inputs.recordings)  # in the workspace: the Action's own recordings are no fallback
     if inputs.mode == "live":
@@ -347,9 +378,9 @@ def main(env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int
         _report(run, env, out)
         return run.code
     except FairnessError as exc:
-        return _bad_input(str(exc), exc.exit_code, env, out)
-    except Exception:  # noqa: BLE001 - a bug: keep the traceback, but inert
-        with _gha.stop_commands(out):
+        return _error(str(exc), env, out)
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - a bug: traceback folded and inert
+        with _gha.group("Internal error (traceback)", out), _gha.stop_commands(out):
             print(traceback.format_exc(), file=out)
-        _gha.command("error", "internal error in llm-fairness-check (a bug); the traceback is in the log", out)
-        return INTERNAL_ERROR
+        return _error(f"internal error in llm-fairness-check ({type(exc).__name__}); the traceback is in the log",
+                      env, out, title="llm-fairness-check: internal error")

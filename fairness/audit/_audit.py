@@ -7,12 +7,29 @@ report stage renders the returned record and nothing else.
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
 
 from fairness._util.canonical import json_number
 from fairness._version import __version__
 from fairness.audit._gate import check_state, exit_code, overall_state
+from fairness.audit._interval import Interval
+from fairness.audit._intervals import (
+    ESTIMAND,
+    CellCounts,
+    SliceBounds,
+    cell_counts,
+    detectable,
+    holm_levels,
+    level_p,
+    n_eff_needed,
+    pooled_interval,
+    seeds_needed,
+)
+from fairness.audit._intervals import gap_interval as gap_ci
+from fairness.audit._intervals import slice_intervals as slice_ci
+from fairness.audit._intervals import worst_interval as worst_ci
 from fairness.audit._metrics import (
     Design,
     Scope,
@@ -38,6 +55,7 @@ from fairness.audit._results import (
     RuleCheck,
     ScopeResult,
     ScorerInfo,
+    Settle,
     Stability,
     SuiteInfo,
     ToolInfo,
@@ -45,14 +63,9 @@ from fairness.audit._results import (
 from fairness.audit._stats import (
     COVERAGE_NOTE,
     benjamini_hochberg,
-    gap_interval,
     holm,
     permutation_pvalues,
-    pooled_interval,
-    scope_stats,
-    slice_intervals,
     variance_shares,
-    worst_interval,
 )
 from fairness.recordings._record import Recording, join_rows
 from fairness.recordings._store import Manifest, grid_hash
@@ -63,6 +76,10 @@ from fairness.suite._rules import DecisionRule
 from fairness.suite._suite import Suite
 
 __all__ = ["AuditOptions", "FairnessRun", "audit"]
+
+MAX_EMPTY_SHARE = 0.05
+"""Above this share of empty outputs in any slice the gate is `undefined` (caveat `empty-outputs`):
+a model (or a recording) that says nothing cannot pass a fairness gate by saying nothing."""
 
 CEILING = 0.95
 
@@ -103,65 +120,91 @@ def audit(
 
     caveats: list[Caveat] = []
     metric_results = {s.name: MetricResult(metric=s.name, kind=s.kind, higher_is_worse=s.higher_is_worse, description=s.description, scopes={}) for s in specs}
+    S = len(design.slices)
+    cells_of: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for scope in all_scopes:
         table = slice_table(design, Y, scope)
         values = table.values
-        underpowered = bool(np.any(table.n < min_n))
+        T, N = cell_counts(design.cluster[scope.mask], design.slice_codes[scope.mask], Y[scope.mask], S)
+        cells_of[scope.name] = (T, N)
+        n_cells = (N > 0).sum(axis=0)
+        live = table.n > 0
+        min_cells = int(n_cells[live].min()) if live.any() else 0
+        underpowered = bool(np.any(table.n < min_n) or np.any(n_cells < min_n))
         want_ci = scope.depth <= options.interval_depth
-        st = scope_stats(design, Y, scope, specs, options.bootstrap, options.seed) if want_ci else None
-        if st is not None:
-            lo, hi = slice_intervals(st, specs, options.alpha)
-            plo, phi = pooled_interval(st, specs, options.alpha)
         for m, spec in enumerate(specs):
             v = values[:, m]
-            hidden = underpowered and not options.allow_small_samples
+            hidden = (underpowered and not options.allow_small_samples) or min_cells < 2
+            cc = CellCounts(T[:, :, m], N, spec.kind)
+            sb = SliceBounds.of(cc) if want_ci and not hidden else None
+            if sb is not None:
+                lo, hi = slice_ci(sb, options.alpha)
+            shown = [not hidden and (table.n[i] >= min_n or options.allow_small_samples) for i in range(S)]
             by_slice = {
                 sl: Estimate(
-                    value=json_number(v[i]) if table.n[i] >= min_n or options.allow_small_samples else None,
+                    value=json_number(v[i]) if shown[i] else None,
                     n=int(table.n[i]),
-                    ci=[json_number(lo[i, m]), json_number(hi[i, m])] if st is not None and (table.n[i] >= min_n or options.allow_small_samples) else None,
+                    ci=[json_number(lo[i]), json_number(hi[i])] if sb is not None and shown[i] else None,
+                    cells=int(n_cells[i]),
+                    deff=json_number(round(float(sb.deff[i]), 6)) if sb is not None else None,
                 )
                 for i, sl in enumerate(design.slices)
             }
             wi = worst_index(v, spec)
             worst = Estimate(value=None if hidden or wi is None else json_number(v[wi]), slice=None if hidden or wi is None else design.slices[wi])
             g = Estimate(value=None if hidden else json_number(gap(v)))
-            if st is not None and not hidden:
-                wint = worst_interval(st, m, spec, options.alpha)
-                gint = gap_interval(st, m, spec, options.alpha)
+            if sb is not None:
+                wint = worst_ci(sb, _worst_kind(spec), options.alpha)
+                gint = gap_ci(sb, options.alpha)
                 worst = worst.model_copy(update={"ci": wint.as_list(), "method": wint.method})
                 g = g.model_copy(update={"ci": gint.as_list(), "method": gint.method})
+            pint = pooled_interval(cc, options.alpha) if want_ci and min_cells >= 2 else None
             pooled = Estimate(
                 value=json_number(np.sum(table.sums[:, m]) / max(np.sum(table.n), 1)),
                 n=int(np.sum(table.n)),
-                ci=[json_number(plo[m]), json_number(phi[m])] if st is not None else None,
-                method=("wilson-effective-n" if spec.kind == "rate" else "cluster-bootstrap-se") if st is not None else None,
+                ci=pint.as_list() if pint is not None else None,
+                method=pint.method if pint is not None else None,
             )
             notes = []
             if underpowered:
-                notes.append("underpowered" + (" (illustrative: --allow-small-samples)" if options.allow_small_samples else ""))
+                notes.append("underpowered" + (" (shown, not judged: --allow-small-samples)" if options.allow_small_samples else ""))
+            if min_cells < 2:
+                notes.append("a slice's rows come from a single template cell: no design effect, no interval")
             if spec.kind == "rate" and scope.depth <= 1 and np.all(np.isfinite(v)):
                 if np.all(v == 0):
                     notes.append("lexical ceiling: the flag never fires in any slice (0%); no disparity can be measured")
                 elif np.all(v >= CEILING):
                     notes.append(f"lexical ceiling: the flag fires in ≥{CEILING:.0%} of outputs in every slice")
+            if sb is not None and not live.all():
+                notes.append("a slice has no rows in this scope: worst slice and gap are over the others")
             metric_results[spec.name].scopes[scope.name] = ScopeResult(
-                n=int(np.sum(table.n)), by_slice=by_slice, pooled=pooled, worst_slice=worst, max_minus_min=g, caveats=notes
+                n=int(np.sum(table.n)), by_slice=by_slice, pooled=pooled, worst_slice=worst, max_minus_min=g, caveats=notes, cells=min_cells
             )
 
     _add_permutation_tests(design, Y, specs, metric_results, options)
-    checks = _check_rules(rules, metric_results, [f.id for f in suite.families], min_n, options)
+    checks = _check_rules(rules, metric_results, cells_of, [f.id for f in suite.families], min_n, options)
     states = [c.state for c in checks]
     state = overall_state(states) if rules else "undefined"
     reasons = [f"{c.rule} [{c.scope}]: {c.state} — {c.reason}" for c in checks if c.state != "pass"]
     if not manifest.complete and state == "pass":
-        state = "illustrative"
-        reasons.append(f"the recording set is incomplete ({len(recordings)}/{manifest.expected_rows} rows): a pass is only illustrative")
+        state = "inconclusive"
+        reasons.append(f"the recording set is incomplete ({len(recordings)}/{manifest.expected_rows} rows): the missing rows could change a pass")
     if not rules:
         reasons = ["the suite defines no decision rules"]
+    empty = empty_shares(cases, recordings, slice_order)
+    over = [s for s in empty if empty[s] > MAX_EMPTY_SHARE]
+    if over:
+        state = "undefined"
+        reasons.insert(0, f"more than {MAX_EMPTY_SHARE:.0%} of the outputs are empty in slice{'s' if len(over) > 1 else ''} "
+                          f"{', '.join(over)}: the gate cannot decide on empty answers")
     gate = Gate(state=state, exit_code=exit_code(state, options.fail_on), fail_on=options.fail_on, gate_on=options.gate_on, reasons=reasons)
 
     caveats += _run_caveats(suite, manifest, mode, metric_results, rules)
+    if any(empty.values()):
+        shares = ", ".join(f"{s} {v:.1%}" for s, v in empty.items())
+        verdict = (f"{len(over)} slice{'s' if len(over) != 1 else ''} over {MAX_EMPTY_SHARE:.0%}, so the gate is undefined"
+                   if over else f"every slice is within {MAX_EMPTY_SHARE:.0%}")
+        caveats.append(Caveat(code="empty-outputs", message=f"empty outputs per slice: {shares}; {verdict}"))
     families = _family_table(suite, metric_results, checks)
     stability = [_stability(rule, design, Y, specs, min_n, options) for rule in rules if rule.scope == "each_family"]
     variance = {
@@ -206,16 +249,35 @@ def audit(
         caveats=caveats,
         variance=variance,
         tests=Methods(
-            interval_rate="Wilson on effective n (cluster-bootstrap design effect), 95%",
-            interval_worst_slice="simultaneous Bonferroni bounds over slices",
-            interval_gap="simultaneous Bonferroni bounds over slices, lower end clamped at 0",
-            bootstrap=f"cluster bootstrap over template cells, B={options.bootstrap}, seed={options.seed}",
+            interval_rate="Korn-Graubard: Clopper-Pearson at the effective n (design effect 1 + (m-1)rho, rho pooled over "
+            "slices, m = the slice's rows per template cell, floored at 1), 95%; counts: exact Poisson (Garwood) on the "
+            "effective total (design effect = dispersion of the cell totals)",
+            interval_worst_slice="simultaneous over slices (Bonferroni on the end every slice must meet)",
+            interval_gap="paired Newcombe (MOVER) differences on the effective n, Bonferroni over the slice pairs",
+            bootstrap=f"not used by the gate (the intervals are exact and deterministic); B={options.bootstrap}, "
+            f"seed={options.seed} serve the evaluators",
             coverage=COVERAGE_NOTE,
             permutation=f"slice labels permuted within template cells, P={options.permutations}, harm metrics overall and per family; Holm and BH adjusted across all of them",
+            estimand=ESTIMAND,
+            rule_checks="the breaching end of each check's interval is Holm-adjusted across the scopes a rule quantifies "
+            "over (each_family: the families); fail = interval beyond the threshold, pass = within, otherwise inconclusive",
+            power="rows to settle an inconclusive check: 80% power at the observed value and design effect (normal approximation)",
         ),
         metrics=list(metric_results.values()),
     )
     return run, scores
+
+
+def empty_shares(cases: list[Case], recordings: list[Recording], slice_order: list[str]) -> dict[str, float]:
+    """Per slice, in slice order, the share of outputs that are empty or whitespace (estimand: the
+    proportion of the slice's recorded rows whose output has no visible character)."""
+    n: dict[str, int] = dict.fromkeys(slice_order, 0)
+    k: dict[str, int] = dict.fromkeys(slice_order, 0)
+    for case, rec in zip(cases, recordings, strict=True):
+        n[case.slice_id] = n.get(case.slice_id, 0) + 1
+        if not (rec.output or "").strip():
+            k[case.slice_id] = k.get(case.slice_id, 0) + 1
+    return {s: k[s] / n[s] for s in n if n[s]}
 
 
 def _add_permutation_tests(design: Design, Y: np.ndarray, specs: list[MetricSpec], results: dict[str, MetricResult], options: AuditOptions) -> None:
@@ -246,11 +308,122 @@ def _rule_value(rule: DecisionRule, sr: ScopeResult) -> Estimate:
     return sr.pooled
 
 
-def _check_rules(rules: list[DecisionRule], results: dict[str, MetricResult], families: list[str], min_n: int, options: AuditOptions) -> list[RuleCheck]:
+def _worst_kind(spec: MetricSpec) -> str:
+    return "min" if spec.higher_is_worse is False else "max"
+
+
+def _rule_interval(rule: DecisionRule, spec: MetricSpec, cc: CellCounts, alpha: float, tail: float) -> Interval:
+    """The check's interval: its breaching end at one-sided level `tail`, the other end at α/2."""
+    over = rule.comparator in (">", ">=")
+    tails = {"low_tail": tail} if over else {"high_tail": tail}
+    if rule.statistic == "max_minus_min":
+        return gap_ci(SliceBounds.of(cc), alpha, **tails)
+    if rule.statistic == "rate":
+        sb = SliceBounds.of(cc.pooled())
+        lo = sb.lo(tail if over else alpha / 2)[0]
+        hi = sb.hi(alpha / 2 if over else tail)[0]
+        return Interval(float(lo), float(hi), "korn-graubard" if cc.kind == "rate" else "garwood-effective-n")
+    return worst_ci(SliceBounds.of(cc), _worst_kind(spec), alpha, **tails)
+
+
+def rule_intervals(rule: DecisionRule, spec: MetricSpec, ccs: dict[str, CellCounts], alpha: float) -> dict[str, tuple[Interval, float]]:
+    """Each scope's interval for one rule and the one-sided level of its breaching end.
+
+    The breaching end (lower for `>`/`>=`, upper otherwise) is Holm-adjusted across the scopes
+    the rule quantifies over (the families of an `each_family` rule): the false-fail rate stays
+    ≤ α/2 however many families sit exactly at the threshold.
+    """
+    over = rule.comparator in (">", ">=")
+
+    def beyond(cc: CellCounts):
+        def at(level: float) -> bool:
+            iv = _rule_interval(rule, spec, cc, alpha, level)
+            end = iv.low if over else iv.high
+            return math.isfinite(end) and rule.fires(end)
+        return at
+
+    keys = list(ccs)
+    levels = holm_levels([level_p(beyond(ccs[k])) for k in keys], alpha / 2)
+    return {k: (_rule_interval(rule, spec, ccs[k], alpha, lv), lv) for k, lv in zip(keys, levels, strict=True)}
+
+
+def _settle(rule: DecisionRule, spec: MetricSpec, cc: CellCounts, value: float, tail: float, alpha: float) -> Settle:
+    """Rows and seeds for 80% power to settle a check at its observed value; the detectable values now."""
+    sb = SliceBounds.of(cc)
+    over = rule.comparator in (">", ">=")
+    side = 1 if over else -1
+    toward: Literal["fail", "pass"] = "fail" if rule.fires(value) else "pass"
+    live = np.flatnonzero(sb.live)
+    k = len(live)
+    t = rule.threshold
+    per_slice_n_eff = sb.n_eff
+    if rule.statistic == "rate":
+        pb = SliceBounds.of(cc.pooled())
+        n_eff_now, cells = float(pb.n_eff[0]), int(cc.pooled().cells[0])
+        t_fail, t_pass, base = tail, alpha / 2, None
+        param, per_cell = pb.param, k
+    elif rule.statistic == "max_minus_min":
+        v = cc.values
+        hi_i, lo_i = live[np.nanargmax(v[live])], live[np.nanargmin(v[live])]
+        n_eff_now = float(min(per_slice_n_eff[hi_i], per_slice_n_eff[lo_i]))
+        cells = int(min(cc.cells[hi_i], cc.cells[lo_i]))
+        pairs = k * (k - 1) // 2
+        t_fail, t_pass = (tail / (2 * pairs), alpha / 2) if over else (alpha / 2, tail / (2 * pairs))
+        base, param, per_cell = float(v[lo_i]), sb.param, 1
+    else:
+        v = cc.values
+        w = live[np.nanargmin(v[live])] if _worst_kind(spec) == "min" else live[np.nanargmax(v[live])]
+        n_eff_now, cells = float(per_slice_n_eff[w]), int(cc.cells[w])
+        split_low = _worst_kind(spec) == "max"  # the end every slice must meet: lower end of a max
+        fail_split = split_low == over
+        t_fail = tail / k if fail_split else tail
+        t_pass = alpha / 2 if fail_split else alpha / (2 * k)
+        base, param, per_cell = None, sb.param, 1
+    t_need = t_fail if toward == "fail" else t_pass
+    need = n_eff_needed(value, t, cc.kind, t_need, gap_base=base)
+    rows, seeds = seeds_needed(need, cells, cc.kind, param)
+    if seeds is not None and per_cell > 1:
+        seeds = math.ceil(seeds / per_cell)
+        rows = seeds * cells
+    det = detectable(t, cc.kind, t_fail, n_eff_now, side, gap_base=base)
+    pas = detectable(t, cc.kind, t_pass, n_eff_now, -side, gap_base=base)
+    now = round(float(cc.n[live].mean()))
+    if not math.isfinite(need):
+        note = "the point sits on the threshold: no sample size settles it at this value"
+    elif rows is None:
+        note = (f"80% power to {toward} at the observed {value:.4g} needs {need:.0f} effective rows per slice, more than "
+                f"{cells} template cells can give at this design effect: add templates, not seeds")
+    else:
+        note = (f"about {seeds} seeds per template cell ({rows} rows per slice, now {now}) would give 80% power to "
+                f"{toward} if the true value is the observed {value:.4g}")
+    if det is not None or pas is not None:
+        bits = []
+        if det is not None:
+            bits.append(f"a true value {'≥' if over else '≤'} {det:.4g} would fail")
+        if pas is not None:
+            bits.append(f"{'≤' if over else '≥'} {pas:.4g} would pass")
+        note += f"; at the current size {' and '.join(bits)} with 80% power"
+    return Settle(toward=toward, rows_per_slice=rows, seeds=seeds, cells=cells, rows_per_slice_now=now,
+                  detectable=json_number(det), passable=json_number(pas), note=note)
+
+
+def _check_rules(rules: list[DecisionRule], results: dict[str, MetricResult], cells_of: dict[str, tuple[np.ndarray, np.ndarray]],
+                 families: list[str], min_n: int, options: AuditOptions) -> list[RuleCheck]:
     checks = []
+    alpha = options.alpha
     for rule in rules:
         mr = results[rule.metric]
+        spec = METRICS[rule.metric]
+        m = list(METRICS).index(rule.metric)
         names = ["overall"] if rule.scope == "overall" else [f"family={f}" for f in families]
+        # Holm across the scopes the rule quantifies over, on the breaching end of each interval.
+        ccs = {}
+        for name in names:
+            sr = mr.scopes.get(name)
+            if sr is not None and name in cells_of and (sr.cells or 0) >= 2:
+                T, N = cells_of[name]
+                ccs[name] = CellCounts(T[:, :, m], N, spec.kind)
+        ivs = rule_intervals(rule, spec, ccs, alpha)
         for name in names:
             sr = mr.scopes.get(name)
             if sr is None:
@@ -259,24 +432,32 @@ def _check_rules(rules: list[DecisionRule], results: dict[str, MetricResult], fa
                                         state="undefined", reason="no recorded rows in this scope", n=0))
                 continue
             est = _rule_value(rule, sr)
-            underpowered = any(e.n is not None and e.n < min_n for e in sr.by_slice.values())
+            underpowered = any(e.n is not None and e.n < min_n for e in sr.by_slice.values()) or (sr.cells or 0) < min_n
             value = est.value
             if value is None and options.allow_small_samples:
                 value = math.nan
-            interval = tuple(est.ci) if est.ci else None
+            iv, tail = ivs.get(name, (None, None))
+            interval = [json_number(iv.low, 9), json_number(iv.high, 9)] if iv is not None and value is not None else None
             state, fired, reason = check_state(
                 rule,
                 math.nan if value is None else value,
-                interval,  # type: ignore[arg-type]
+                tuple(interval) if interval else None,  # type: ignore[arg-type]
                 underpowered=underpowered,
                 allow_small_samples=options.allow_small_samples,
                 gate_on=options.gate_on,
             )
+            if (sr.cells or 0) < 2 and sr.n > 0:
+                state, reason = "undefined", "a slice's rows come from a single template cell: its design effect cannot be estimated"
+            settle = None
+            if state == "inconclusive" and name in ccs and value is not None and math.isfinite(value) and tail is not None:
+                settle = _settle(rule, spec, ccs[name], value, tail, alpha)
+                reason += f". To settle: {settle.note}"
             checks.append(
                 RuleCheck(
                     rule=rule.id, scope=name, metric=rule.metric, statistic=rule.statistic, value=est.value,
-                    interval=est.ci, threshold=rule.threshold, comparator=rule.comparator, fired=fired,
+                    interval=interval, threshold=rule.threshold, comparator=rule.comparator, fired=fired,
                     state=state, reason=reason, worst_slice=est.slice, n=sr.n,
+                    tail=json_number(tail) if tail is not None else None, settle=settle,
                 )
             )
     return checks
@@ -369,6 +550,7 @@ def _run_caveats(suite: Suite, manifest: Manifest, mode: str, results: dict[str,
             if scope_name != "overall" and not (name in ruled and scope_name.startswith("family=") and "," not in scope_name):
                 continue
             for note in sr.caveats:
-                code = "underpowered" if note.startswith("underpowered") else "lexical-ceiling"
+                code = ("underpowered" if note.startswith("underpowered") else "lexical-ceiling" if note.startswith("lexical")
+                        else "single-template-cell" if "single template cell" in note else "empty-slice")
                 out.append(Caveat(code=code, message=note, metric=name, scope=scope_name))
     return out

@@ -1,10 +1,14 @@
 """Base-vs-head diff: did a change make a metric's worst slice or gap worse, with confidence?
 
-Each side is an output directory of `run` (results.json + transcripts.jsonl). When both
-grids hold the same rows, the comparison is **paired**: one cluster-bootstrap weight
-matrix over template cells drives both sides, so shared prompt-level variation cancels.
-Otherwise each side is resampled independently (unpaired). The interval for the change
-is the percentile interval of the resampled differences.
+Each side is an output directory of `run` (results.json + transcripts.jsonl). Estimand: the
+change in the grid estimand (each slice's expected value on these template cells if the seeds
+were redrawn) from base to head. Each side gets the audit's own exact interval for the
+statistic (Korn–Graubard worst slice or paired-Newcombe gap, from per-cell counts), and the
+change combines them by MOVER/Newcombe. When both grids hold the same rows the comparison is
+**paired**: the correlation of the two sides' worst-slice estimates over the shared template
+cells narrows the interval (capped so the variance never drops below the binomial part,
+which cannot cancel); the gap's change is combined as if independent (conservative).
+No percentile bootstrap: it under-covers a max over slices and values near 0.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from fairness._util.errors import FairnessError
 from fairness._util.io import load_json
 from fairness._util.models import Strict
 from fairness.audit._gate import EXIT_CODES, State, check_state, overall_state
-from fairness.audit._metrics import slice_gap, slice_worst
-from fairness.audit._stats import bootstrap_weights
+from fairness.audit._intervals import CellCounts, SliceBounds, cluster_corr, mover
+from fairness.audit._intervals import gap_interval as gap_ci
+from fairness.audit._intervals import worst_interval as worst_ci
 from fairness.score._catalog import METRICS, MetricSpec
 from fairness.suite._rules import DecisionRule
 
@@ -49,19 +54,49 @@ def _results_path(path: Path) -> Path:
     return path / "results.json" if path.is_dir() else path
 
 
-def load_side(path: str | Path) -> Side:
+_REQUIRED = {"suite": ("name", "hash"), "recordings": ("model_id",), "gate": ("state",)}
+
+
+def read_results(path: str | Path) -> tuple[Path, dict[str, Any]]:
+    """A run's results.json, checked to be one this version can compare: same schema major
+    version and every field the diff reads. Cheap: callers use it to vet a baseline up front."""
     rp = _results_path(Path(path))
-    results = load_json(rp, missing=f"no results at `{rp}` (pass a `run` output directory or its results.json)")
-    if not isinstance(results, dict) or "schema_version" not in results or "slices" not in results:
+    results = load_json(rp, missing=f"no results at `{rp}` (pass a `run` output directory or its results.json)",
+                        what="results")
+    if not isinstance(results, dict) or "schema_version" not in results or not isinstance(results.get("slices"), list):
         raise FairnessError(f"`{rp}` is not a results.json written by `llm-fairness-check run`")
+    from fairness.audit._results import SCHEMA_VERSION
+
+    theirs, ours = str(results["schema_version"]), SCHEMA_VERSION
+    if theirs.split(".")[0] != ours.split(".")[0]:
+        raise FairnessError(f"`{rp}` has results schema {theirs}; this version reads schema {ours.split('.')[0]}.x only")
+    for key, fields in _REQUIRED.items():
+        part = results.get(key)
+        missing = [f for f in fields if not isinstance(part, dict) or f not in part]
+        if missing:
+            raise FairnessError(f"`{rp}` lacks `{key}.{missing[0]}` (results of an older version? rerun `run` on it)")
+    if not (rp.parent / "transcripts.jsonl").is_file():
+        raise FairnessError(
+            f"`{rp.parent / 'transcripts.jsonl'}` is missing: `diff` needs the per-row transcripts written next to results.json"
+        )
+    return rp, results
+
+
+def load_side(path: str | Path) -> Side:
+    rp, results = read_results(path)
     tp = rp.parent / "transcripts.jsonl"
     if not tp.is_file():
         raise FairnessError(f"`{tp}` is missing: `diff` needs the per-row transcripts written next to results.json")
-    try:
-        with open(tp, encoding="utf-8") as fh:
-            rows = [json.loads(line) for line in fh if line.strip()]
-    except (OSError, json.JSONDecodeError) as exc:
-        raise FairnessError(f"cannot read `{tp}`: {exc}") from None
+    from fairness._util.files import MAX_RECORDS_BYTES, loads_json, read_text_capped
+
+    text = read_text_capped(tp, MAX_RECORDS_BYTES, "transcripts")
+    rows = [loads_json(line, f"`{tp}` line {i}") for i, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if not all(isinstance(r, dict) for r in rows):
+        raise FairnessError(f"`{tp}` holds a line that is not a JSON object")
+    need = {"row_id", "family", "paraphrase_id", "placeholders", "slice_id", "regime", "scores"}
+    for i, r in enumerate(rows, 1):
+        if need - r.keys():
+            raise FairnessError(f"`{tp}` row {i} lacks `{sorted(need - r.keys())[0]}`")
     slices = list(results["slices"])
     s_index = {s: i for i, s in enumerate(slices)}
     families = list(dict.fromkeys(r["family"] for r in rows))
@@ -70,8 +105,8 @@ def load_side(path: str | Path) -> Side:
     try:
         Y = np.array([[float(r["scores"][m.column]) for m in specs] for r in rows])
         codes = np.array([s_index[r["slice_id"]] for r in rows], dtype=np.int64)
-    except KeyError as exc:
-        raise FairnessError(f"`{tp}` lacks {exc} in some row") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise FairnessError(f"`{tp}` has a malformed row ({type(exc).__name__}: {exc})") from None
     cell_keys = [
         f"{r['family']}|{r['paraphrase_id']}|{json.dumps(r['placeholders'], sort_keys=True)}|{r['regime']}" for r in rows
     ]
@@ -117,11 +152,6 @@ class DiffResult(Strict):
     exit_code: int
 
 
-def _stat(values: np.ndarray, spec: MetricSpec, statistic: str) -> np.ndarray:
-    """values: (..., S) per-slice means → the worst slice or the gap over slices (...)."""
-    return slice_gap(values) if statistic == "max_minus_min" else slice_worst(values, spec)
-
-
 def _cells(side: Side, mask: np.ndarray, cell_index: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per (cell, slice) sums (C × S × M) and counts (C × S) over `mask`."""
     C, S, M = len(cell_index), len(side.slices), side.Y.shape[1]
@@ -133,50 +163,64 @@ def _cells(side: Side, mask: np.ndarray, cell_index: dict[str, int]) -> tuple[np
     return T.reshape(C, S, M), N.reshape(C, S), np.bincount(side.slice_codes[mask], minlength=S).astype(float)
 
 
-def _boot_stat(T: np.ndarray, N: np.ndarray, W: np.ndarray, spec_i: int, spec: MetricSpec, statistic: str) -> np.ndarray:
-    sums = np.einsum("bc,cs->bs", W, T[:, :, spec_i])
-    cnt = W @ N
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return _stat(sums / cnt, spec, statistic)
+def _side_interval(cc: CellCounts, spec: MetricSpec, statistic: str, alpha: float) -> tuple[float, float, float, int | None, float]:
+    """(point, low, high, worst slice, design effect of that slice) of one side's statistic."""
+    sb = SliceBounds.of(cc)
+    v = cc.values
+    live = np.flatnonzero(sb.live)
+    if len(live) == 0:
+        return math.nan, math.nan, math.nan, None, math.nan
+    if statistic == "max_minus_min":
+        iv = gap_ci(sb, alpha)
+        return float(np.nanmax(v[live]) - np.nanmin(v[live])), iv.low, iv.high, None, math.nan
+    worst = "min" if spec.higher_is_worse is False else "max"
+    w = int(live[np.argmin(v[live])] if worst == "min" else live[np.argmax(v[live])])
+    iv = worst_ci(sb, worst, alpha)
+    return float(v[w]), iv.low, iv.high, w, float(sb.deff[w])
+
+
+def _change(Tb, Nb, Th, Nh, i: int, spec: MetricSpec, statistic: str, paired: bool, alpha: float):
+    """Point change head − base and its MOVER interval (see the module docstring)."""
+    cb, ch = CellCounts(Tb[:, :, i], Nb, spec.kind), CellCounts(Th[:, :, i], Nh, spec.kind)
+    pb, lb, ub, wb, db = _side_interval(cb, spec, statistic, alpha)
+    ph, lh, uh, wh, dh = _side_interval(ch, spec, statistic, alpha)
+    r = 0.0
+    if paired and statistic != "max_minus_min" and wb is not None and wh is not None and np.isfinite([db, dh]).all():
+        r = cluster_corr(Th[:, wh, i], Nh[:, wh], Tb[:, wb, i], Nb[:, wb])
+        r = min(max(r, 0.0), 1.0 - 1.0 / min(db, dh))
+    d = ph - pb
+    if not np.isfinite([pb, lb, ub, ph, lh, uh]).all():
+        return pb, ph, d, math.nan, math.nan
+    lo, hi = mover(d, ph - lh, uh - ph, pb - lb, ub - pb, r)
+    return pb, ph, d, lo, hi
 
 
 def diff_runs(base_path: str | Path, head_path: str | Path, *, rules: list[DecisionRule] | None = None,
               B: int = 2000, seed: int = 20260325, alpha: float = 0.05) -> DiffResult:
+    """Compare two runs; `B` and `seed` are recorded for provenance only (the intervals are exact)."""
     base, head = load_side(base_path), load_side(head_path)
     if base.slices != head.slices:
         raise FairnessError(f"base and head audit different slices ({base.slices} vs {head.slices})")
     paired = base.row_ids == head.row_ids
-    rng = np.random.default_rng(seed)
     scopes = ["overall"] + [f"family={f}" for f in head.families if f in base.families]
     changes: list[Change] = []
     for scope in scopes:
         fam = scope.split("=", 1)[1] if "=" in scope else None
-        masks = [np.ones(len(side.row_ids), bool) if fam is None else side.family == side.families.index(fam)
-                 for side in (base, head)]
+        masks = [np.ones(len(side.row_ids), bool) if fam is None else side.family == side.families.index(fam) for side in (base, head)]
         if paired:
             keys = list(dict.fromkeys(k for k, m in zip(head.cell_keys, masks[1], strict=True) if m))
-            idx = {k: i for i, k in enumerate(keys)}
-            Wb = Wh = bootstrap_weights(len(keys), B, rng)
-            ib = ih = idx
+            ib = ih = {k: i for i, k in enumerate(keys)}
         else:
             kb = list(dict.fromkeys(k for k, m in zip(base.cell_keys, masks[0], strict=True) if m))
             kh = list(dict.fromkeys(k for k, m in zip(head.cell_keys, masks[1], strict=True) if m))
             ib, ih = {k: i for i, k in enumerate(kb)}, {k: i for i, k in enumerate(kh)}
-            Wb, Wh = bootstrap_weights(len(kb), B, rng), bootstrap_weights(len(kh), B, rng)
-        Tb, Nb, nb = _cells(base, masks[0], ib)
-        Th, Nh, nh = _cells(head, masks[1], ih)
+        Tb, Nb, _ = _cells(base, masks[0], ib)
+        Th, Nh, _ = _cells(head, masks[1], ih)
         for i, spec in enumerate(head.specs):
             if spec.higher_is_worse is None:
                 continue
             for statistic in ("worst_slice", "max_minus_min"):
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    pb = float(_stat(Tb[:, :, i].sum(0) / nb, spec, statistic))
-                    ph = float(_stat(Th[:, :, i].sum(0) / nh, spec, statistic))
-                d = _boot_stat(Th, Nh, Wh, i, spec, statistic) - _boot_stat(Tb, Nb, Wb, i, spec, statistic)
-                d = d[np.isfinite(d)]
-                lo, hi = (np.quantile(d, [alpha / 2, 1 - alpha / 2]) if len(d) else (math.nan, math.nan))
-                change = ph - pb
-                # A gap growing is worse whatever the metric's direction; a worst slice per the direction.
+                pb, ph, change, lo, hi = _change(Tb, Nb, Th, Nh, i, spec, statistic, paired, alpha)
                 w_lo, w_hi = (lo, hi) if spec.higher_is_worse or statistic == "max_minus_min" else (-hi, -lo)
                 verdict = "regressed" if w_lo > 0 else "improved" if w_hi < 0 else "unchanged"
                 changes.append(Change(metric=spec.name, scope=scope, statistic=statistic, base=json_number(pb), head=json_number(ph),
@@ -217,14 +261,14 @@ def _describe(side: Side) -> dict[str, Any]:
 
 
 def diff_md(d: DiffResult, limit: int = 40) -> str:
-    icon = {"pass": "✅", "fail": "❌", "illustrative": "⚠️", "undefined": "❔"}[d.state]
+    icon = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️", "undefined": "❔"}[d.state]
     reg = [c for c in d.changes if c.verdict == "regressed"]
     imp = [c for c in d.changes if c.verdict == "improved"]
     lines = [
         "### Base vs head",
         "",
         f"{icon} **{d.state.upper()}** — {len(reg)} metric changes regressed and {len(imp)} improved with 95% confidence "
-        f"({'paired by grid cell' if d.paired else 'unpaired: the grids differ'}; B={d.bootstrap}).",
+        f"({'paired by grid cell' if d.paired else 'unpaired: the grids differ'}; exact per-side intervals combined by MOVER).",
         "",
     ]
     if d.checks:

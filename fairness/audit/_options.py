@@ -72,9 +72,9 @@ class AuditOptions(Frozen):
     seed: int = DEFAULT_SEED
     """Seed of every random stream (bootstrap and permutations); in [0, 2**32 − 1]."""
     min_group_size: int | None = None
-    """Rows per slice below which a metric is not computed (≥ 1); None: the suite's setting."""
+    """Rows and template cells per slice below which a metric is not computed (≥ 1); None: the suite's setting."""
     allow_small_samples: bool = False
-    """Compute underpowered metrics anyway; results touching them stay illustrative."""
+    """Compute underpowered metrics anyway; rule checks touching them are shown, not judged (inconclusive)."""
     gate_on: GateOn = "interval"
     """`interval`: a rule fails only when its whole interval lies beyond the threshold; `point`: the point value."""
     fail_on: FailOn | None = None
@@ -97,7 +97,7 @@ class AuditOptions(Frozen):
     }
     _CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {
         "gate_on": ("point", "interval"),
-        "fail_on": ("fail", "illustrative"),
+        "fail_on": ("fail", "inconclusive"),
         "scorer_mode": ("paper", "strict"),
     }
 

@@ -12,14 +12,17 @@ a model, never in between, so results.json of an unchanged run stays byte-identi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
 from fairness._util.models import Frozen, Strict
 from fairness.audit._gate import State
+from fairness.audit._intervals import ESTIMAND
 
-SCHEMA_VERSION = "1.1.0"
+SCHEMA_VERSION = "2.0.0"
+"""2.0.0: `illustrative` became `inconclusive` (pass and fail must be earned by the interval); estimand, design
+effects, template cells, Holm levels and the power to settle an inconclusive check were added."""
 
 
 class Estimate(Strict):
@@ -30,11 +33,15 @@ class Estimate(Strict):
     ci: list[float | None] | None = None
     """[lower, upper] bounds at 1−alpha; null when no interval was computed (scope deeper than `interval_depth`)."""
     method: str | None = None
-    """How `ci` was computed (`wilson-effective-n`, `simultaneous-max`, `simultaneous-gap` …)."""
+    """How `ci` was computed (`korn-graubard`, `garwood-effective-n`, `korn-graubard-simultaneous-max`, `paired-newcombe-simultaneous` …)."""
     n: int | None = None
     """Rows behind the estimate (slices and pooled values)."""
     slice: str | None = None
     """The slice that attains the value (worst-slice estimates only)."""
+    cells: int | None = None
+    """Template cells with rows in this slice (per-slice estimates)."""
+    deff: float | None = None
+    """Design effect behind the slice's interval (rows / effective rows), ≥ 1."""
 
 
 class ScopeResult(Strict):
@@ -58,6 +65,8 @@ class ScopeResult(Strict):
     """`p_value` Benjamini–Hochberg-adjusted across every permutation test of the run."""
     caveats: list[str] = Field(default_factory=list)
     """Notes on this scope: `underpowered …`, `lexical ceiling …`."""
+    cells: int | None = None
+    """Fewest template cells of any non-empty slice (the gate needs `min_group_size`, an interval needs 2)."""
 
 
 class MetricResult(Strict):
@@ -80,13 +89,35 @@ class Caveat(Strict):
 
     code: str
     """Stable machine-readable kind: `test-model`, `stale-recordings`, `incomplete-recordings`,
-    `interval-coverage`, `scorer-mode`, `underpowered`, `lexical-ceiling`."""
+    `interval-coverage`, `scorer-mode`, `underpowered`, `lexical-ceiling`, `single-template-cell`, `empty-slice`."""
     message: str
     """One human-readable sentence."""
     metric: str | None = None
     """The metric concerned, if the caveat is about one."""
     scope: str | None = None
     """The scope concerned, if the caveat is about one."""
+
+
+class Settle(Frozen):
+    """How much more data would settle an inconclusive check (80% power, normal approximation)."""
+
+    toward: Literal["fail", "pass"]
+    """The verdict the observed value points to: more data at this value would most likely reach it."""
+    rows_per_slice: int | None
+    """Rows per slice for 80% power at the observed value and the scope's design effect; null when the point
+    sits on the threshold or no number of seeds suffices (more templates are needed)."""
+    seeds: int | None
+    """Seeds per template cell giving `rows_per_slice` with this scope's template cells."""
+    cells: int
+    """Template cells per slice in the scope."""
+    rows_per_slice_now: int
+    """Rows per slice audited."""
+    detectable: float | None
+    """The true value that would fail with 80% power at the current size."""
+    passable: float | None
+    """The true value that would pass with 80% power at the current size."""
+    note: str
+    """The same in one sentence."""
 
 
 class RuleCheck(Frozen):
@@ -111,13 +142,19 @@ class RuleCheck(Frozen):
     fired: bool
     """The point value breaches the threshold (the paper's `flagged`)."""
     state: State
-    """`pass`, `fail` (the evidence clears the threshold), `illustrative` or `undefined`."""
+    """`fail` (the interval lies beyond the threshold), `pass` (within it), `inconclusive` (it straddles it) or
+    `undefined` (too little data)."""
     reason: str
     """Why this state, in one sentence."""
     worst_slice: str | None = None
     """The slice attaining the value, for worst-slice rules."""
     n: int | None = None
     """Rows in the scope."""
+    tail: float | None = None
+    """One-sided level of the interval's breaching end, after the simultaneous (slices/pairs) split and the Holm
+    adjustment across the scopes the rule quantifies over."""
+    settle: Settle | None = None
+    """For an inconclusive check: rows and seeds that would settle it."""
 
 
 class FamilyRow(Strict):
@@ -164,9 +201,9 @@ class Gate(Strict):
     """The verdict and the process exit code."""
 
     state: State
-    """Worst state over all rule checks (fail > illustrative > undefined > pass)."""
+    """Worst state over all rule checks (fail > undefined > inconclusive > pass)."""
     exit_code: int
-    """0 pass, 1 fail, 3 illustrative, 4 undefined (as mapped by `fail_on`)."""
+    """0 pass, 1 fail, 3 inconclusive, 4 undefined (as mapped by `fail_on`)."""
     fail_on: str | None
     """Which states fail the process; null gives each state its own exit code."""
     gate_on: str
@@ -239,15 +276,15 @@ class OptionsUsed(Strict):
     alpha: float
     """Significance level: intervals are 1−alpha."""
     bootstrap: int
-    """Cluster-bootstrap resamples B."""
+    """Cluster-bootstrap resamples B (the evaluators; the gate's intervals are exact)."""
     permutations: int
     """Permutations per test (0: tests skipped)."""
     seed: int
     """Seed of every random stream."""
     min_group_size: int
-    """Rows per slice below which a metric is not computed."""
+    """Rows and template cells per slice below which a metric is not computed."""
     allow_small_samples: bool
-    """Underpowered metrics computed anyway (results illustrative)."""
+    """Underpowered metrics computed anyway (shown, not judged: inconclusive)."""
     gate_on: str
     """`interval` or `point`."""
     interval_depth: int
@@ -269,6 +306,12 @@ class Methods(Strict):
     """Simulated coverage of the nominal intervals."""
     permutation: str
     """The permutation tests and their multiplicity adjustment."""
+    estimand: str = ESTIMAND
+    """What the intervals and the gate are about."""
+    rule_checks: str = ""
+    """How a rule check's interval is adjusted across scopes and turned into a verdict."""
+    power: str = ""
+    """How the rows needed to settle an inconclusive check are computed."""
 
 
 class FairnessRun(Strict):
@@ -308,3 +351,5 @@ class FairnessRun(Strict):
     """Every metric of the catalogue in every scope."""
     evaluators: dict[str, Any] = Field(default_factory=dict)
     """Peer-parity evaluators (counterfactual, refusal vs disclaimer, sentiment, toxicity, BBQ), by name."""
+    estimand: str = ESTIMAND
+    """What the intervals and the gate are about (the grid estimand)."""

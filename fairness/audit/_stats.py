@@ -1,6 +1,10 @@
-"""Stats: honest intervals, permutation tests, multiplicity control, variance shares.
+"""Stats: cluster bootstrap, permutation tests, multiplicity control, variance shares.
 
-Why these methods:
+The gate's intervals (exact, for the grid estimand, from per-cell counts) live in
+`fairness.audit._intervals`; the bootstrap-based interval functions below are no longer used
+by the audit (kept until the per-cell bootstrap rewrite lands, then to be dropped).
+
+Former rationale:
 - Seeds of one prompt are not independent, so uncertainty comes from a **cluster
   bootstrap** over template cells (one cell = a template with all its slices and seeds;
   resampling whole cells keeps the slices paired). One seeded (B × cells) weight matrix
@@ -28,11 +32,15 @@ from fairness.audit._metrics import Design, Scope
 from fairness.score._catalog import MetricSpec
 
 COVERAGE_NOTE = (
-    "Simulated coverage of the nominal 95% intervals (benchmarks/coverage_simulation.py: true rates "
-    "0.01-0.3, gaps 0 and 0.05, 20-800 rows per slice, within-prompt correlation; 48 settings x 200 grids): "
-    "per-slice rates 0.985 on average (min 0.968), worst-slice value 0.988 (min 0.925, at a 0.01 rate with "
-    "20 rows per slice), max-min gap 1.000. The intervals are conservative, outside the 93-97% target on the "
-    "high side: a gap must be clearly large to fail a gate, and small true gaps are reported as illustrative."
+    "Simulated for the grid estimand (benchmarks/stats_simulation.py: one family of 40 template cells x 4 slices x "
+    "5 seeds = 200 rows per slice; logit template effects per cell or crossed paraphrase x occupation, sd 0.5 and 1.0; "
+    "base rates 0.01-0.25 with and without a 2x slice; 32 settings x 400 grids): worst-slice coverage >= 0.978 and "
+    "lower-end miss <= 0.022 in every setting (the former Wilson bounds missed up to 0.048 at rate 0.01); gap coverage "
+    ">= 0.980; the gap detects a 2x slice in 61-65% of grids at base 0.10 (formerly 0-9%) and 25-29% at 0.05. Median "
+    "worst-slice width 0.90x the former method's (0.70-1.03: narrower under strong template effects, about equal at "
+    "rate 0.01 where the exact bound costs what the design-effect fix saves), gap 0.67x. Gate at a true worst rate "
+    "equal to the threshold: false fail 2.2% with one family, 1.0% with four. These intervals do not support claims "
+    "about other templates (population estimand: worst-slice coverage down to 0.68 with crossed effects)."
 )
 
 DEFAULT_B = 2000
@@ -229,8 +237,9 @@ def permutation_pvalues(
 
     obs_g, obs_p = gaps(Y.T.astype(np.float32) @ onehot)
     perms = _within_strata_permutations(design.cluster, P, rng)
-    exceed_g = np.zeros_like(obs_g)
-    exceed_p = np.zeros_like(obs_p)
+    obs_g, obs_p = obs_g.astype(np.float64), obs_p.astype(np.float64)  # p-values in float64
+    exceed_g = np.zeros(obs_g.shape)
+    exceed_p = np.zeros(obs_p.shape)
     Yt = np.ascontiguousarray(Y.T, dtype=np.float32)  # exact: flags and small counts
     for start in range(0, P, chunk):
         idx = perms[start : start + chunk]

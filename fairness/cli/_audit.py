@@ -17,9 +17,10 @@ def register(sub, add_suite) -> None:
     r.add_argument("--scorer-mode", choices=["paper", "strict"], help="override the suite's scorer mode")
     r.add_argument("--threshold", type=float, help="override the threshold of every decision rule")
     r.add_argument("--gate-on", choices=["point", "interval"], default="interval")
-    r.add_argument("--fail-on", choices=["fail", "illustrative"], help="which states fail the process (default: each state its own exit code)")
-    r.add_argument("--min-group-size", type=int, help="rows per slice below which a metric is NaN (default: the suite's)")
-    r.add_argument("--allow-small-samples", action="store_true", help="compute underpowered metrics anyway (results stay illustrative)")
+    r.add_argument("--fail-on", choices=["fail", "inconclusive"],
+                   help="`fail`: inconclusive exits 0; `inconclusive`: it exits 1 (default: each state its own exit code)")
+    r.add_argument("--min-group-size", type=int, help="rows and template cells per slice below which a metric is NaN (default: the suite's)")
+    r.add_argument("--allow-small-samples", action="store_true", help="compute underpowered metrics anyway (shown, not judged: inconclusive)")
     r.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (B)")
     r.add_argument("--permutations", type=int, default=2000, help="permutations per test (0 to skip)")
     r.add_argument("--seed", type=int, default=20260325)
@@ -29,7 +30,7 @@ def register(sub, add_suite) -> None:
     r.add_argument("--bbq-recordings", help="recorded BBQ answers to score (e.g. recordings/bbq-sample/<model>)")
     r.add_argument("--bbq-items", help="BBQ items JSONL the recordings answer (default: the shipped sample)")
     r.add_argument("--allow-incomplete", action="store_true",
-                   help="audit the recorded rows of a set whose manifest declares it incomplete (a pass stays illustrative)")
+                   help="audit the recorded rows of a set whose manifest declares it incomplete (a pass becomes inconclusive)")
     r.add_argument("--quiet", action="store_true", help="print only the verdict line")
     r.add_argument("--junit", help="also write a JUnit XML report (one testcase per rule check) to this file")
     r.add_argument("--baseline-ref",

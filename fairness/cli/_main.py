@@ -1,6 +1,6 @@
 """`llm-fairness-check`: argument parsing only; every stage lives in the library.
 
-Exit codes: 0 pass, 1 fail, 2 bad input, 3 illustrative, 4 undefined.
+Exit codes: 0 pass, 1 fail, 2 bad input, 3 inconclusive, 4 undefined (see fairness/audit/_gate.py).
 """
 
 from __future__ import annotations
@@ -9,12 +9,31 @@ import argparse
 import csv
 import io
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from fairness._util.errors import FairnessError
+
+DESCRIPTION = """\
+Audit an LLM for demographic fairness: replay recorded answers to a controlled prompt grid,
+score them, compare slices with intervals and tests, and gate on declared rules.
+
+Start with `llm-fairness-check run --recordings DIR --out DIR`; `grid` shows the prompts,
+`generate` records a model's answers (opt-in: --live), `diff` compares two runs."""
+
+EPILOG = """\
+exit codes:
+  0  pass           every rule check passed
+  1  fail           a rule is breached with confidence
+  2  bad input      a suite, recording, option or path is wrong (one line on stderr)
+  3  inconclusive   the interval straddles a threshold, or a pass on an incomplete sample
+  4  undefined      nothing to decide on (no rules, too few rows, too many empty outputs)
+
+limits: a grid of at most 1,000,000 rows (--max-grid-rows, FAIRNESS_MAX_GRID_ROWS) and
+input files of at most 10 MiB (FAIRNESS_MAX_FILE_BYTES)."""
 
 if TYPE_CHECKING:
     from fairness.generate._options import EngineOptions
@@ -50,8 +69,13 @@ def _add_hosted(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="llm-fairness-check", description=__doc__.splitlines()[0])
+    parser = _Parser(
+        prog="llm-fairness-check", description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument("--max-grid-rows", type=int, metavar="N",
+                        help="refuse suites whose grid exceeds N rows (default 1,000,000; env FAIRNESS_MAX_GRID_ROWS)")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     g = sub.add_parser("grid", help="write the expanded prompt grid")
@@ -120,8 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_grid(args) -> int:
+    from fairness._util.files import check_output_file
     from fairness.suite._suite import load_suite
 
+    if args.output:
+        check_output_file(args.output, "--output")
     suite = load_suite(args.suite)
     rows = grid_rows(suite)
     buf = io.StringIO()
@@ -161,7 +188,10 @@ def _emit(text: str, output: str | None) -> None:
     if output:
         from fairness.recordings._store import write_atomic
 
-        write_atomic(Path(output), text)
+        try:
+            write_atomic(Path(output), text)
+        except OSError as exc:
+            raise FairnessError(f"cannot write --output `{output}`: {exc.strerror or exc}") from None
     else:
         sys.stdout.write(text)
 
@@ -171,6 +201,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from fairness.generate._loop import parse_shard, require_live_opt_in
 
     require_live_opt_in(args.live)
+    check_generate_args(args)
     shard = parse_shard(args.shard)
     _interrupt_on_term()
     report, engine = run_generate(args.suite, engine_options(args), Path(args.out), max_rows=args.max_rows,
@@ -185,11 +216,23 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_generate_args(args: argparse.Namespace) -> None:
+    """What `generate`/`dry-run` check before any work: the row cap and the recording directory
+    (engine numbers are checked by `EngineOptions`)."""
+    from fairness._util.files import check_output_dir
+    from fairness.audit._validate import check_count
+
+    if getattr(args, "max_rows", None) is not None:
+        check_count("--max-rows", args.max_rows, 0, 10**9)
+    check_output_dir(args.out)
+
+
 def cmd_dry_run(args: argparse.Namespace) -> int:
     from fairness.generate._dry_run import dry_run
     from fairness.generate._loop import parse_shard
     from fairness.suite._suite import load_suite
 
+    check_generate_args(args)
     print(dry_run(load_suite(args.suite), engine_options(args), Path(args.out), parse_shard(args.shard)))
     return 0
 
@@ -224,6 +267,10 @@ def cmd_recordings(args) -> int:
     from fairness.recordings._store import RecordingSet, ReplayProvider, merge_recordings
     from fairness.suite._suite import load_suite
 
+    if args.recordings_command == "merge":
+        from fairness._util.files import check_output_dir
+
+        check_output_dir(args.out)
     suite = load_suite(args.suite)
     cases = suite.expand()
     if args.recordings_command == "merge":
@@ -233,10 +280,43 @@ def cmd_recordings(args) -> int:
         return 0
     if args.recordings_command == "verify":
         rs = RecordingSet(args.directory)
-        ReplayProvider(rs, suite.system_prompt).replay(cases)
+        ReplayProvider(rs, suite.system_prompt, suite.name).replay(cases)
         print(f"`{args.directory}`: checksums match; {len(rs)} records cover all {len(cases)} grid rows")
         return 0
     raise FairnessError("llm-fairness-check recordings: choose `merge` or `verify`")
+
+
+def one_line(text: str) -> str:
+    """A message as exactly one line: names taken from files may hold line breaks."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+def _dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    return int(handler(args))
+
+
+def _with_grid_limit(args, parser) -> int:
+    """Run with FAIRNESS_MAX_GRID_ROWS set from --max-grid-rows, restored afterwards."""
+    from fairness.audit._validate import check_count
+    from fairness.suite._suite import MAX_GRID_ROWS_ENV
+
+    limit = check_count("--max-grid-rows", args.max_grid_rows, 1, 10**12)
+    old = os.environ.get(MAX_GRID_ROWS_ENV)
+    os.environ[MAX_GRID_ROWS_ENV] = str(limit)
+    try:
+        if args.version or not args.command:
+            parser.print_help()
+            return 2
+        return _dispatch(args, parser)
+    finally:
+        if old is None:
+            os.environ.pop(MAX_GRID_ROWS_ENV, None)
+        else:
+            os.environ[MAX_GRID_ROWS_ENV] = old
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -257,9 +337,22 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The console script. Under GitHub Actions (GITHUB_ACTIONS=true) everything printed is
+    made inert: text from suites, recordings and model outputs can never issue a workflow command."""
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        from fairness.action._commands import inert_streams
+
+        with inert_streams():
+            return _main(argv)
+    return _main(argv)
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+        if args.max_grid_rows is not None:
+            return _with_grid_limit(args, parser)
         if args.version:
             from importlib.metadata import version
 
@@ -268,17 +361,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.command:
             parser.print_help()
             return 2
-        handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
-        if handler is None:
-            parser.print_help()
-            return 2
-        return int(handler(args))
+        return _dispatch(args, parser)
     except FairnessError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # the environment (a path, a device), not a bug in the input's handling
+        where = f" `{exc.filename}`" if exc.filename else ""
+        print(f"error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("error: out of memory (lower --bootstrap/--permutations or the grid size)", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -45,6 +45,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from fairness._util.errors import FairnessError, validation_message
+from fairness._util.files import MAX_RECORDS_BYTES, read_text_capped
 from fairness._util.models import Frozen
 from fairness.audit._interval import Interval
 from fairness.evaluators._resample import check_iv, cluster_sums, encode, percentile, ratio, weights
@@ -138,16 +139,16 @@ def load_bbq(path: str | Path) -> list[BbqItem]:
     files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
     items: list[BbqItem] = []
     for f in files:
-        with open(f, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    items.append(parse_item(json.loads(line)))
-                except ValidationError as err:
-                    raise FairnessError(validation_message(err, f"`{f}` line {lineno} is not a BBQ item")) from None
-                except (json.JSONDecodeError, KeyError, IndexError, TypeError, ValueError) as exc:
-                    raise FairnessError(f"`{f}` line {lineno} is not a BBQ item: {type(exc).__name__}: {exc}") from None
+        text = read_text_capped(f, MAX_RECORDS_BYTES, "BBQ items file")
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                items.append(parse_item(json.loads(line)))
+            except ValidationError as err:
+                raise FairnessError(validation_message(err, f"`{f}` line {lineno} is not a BBQ item")) from None
+            except (json.JSONDecodeError, KeyError, IndexError, TypeError, ValueError) as exc:
+                raise FairnessError(f"`{f}` line {lineno} is not a BBQ item: {type(exc).__name__}: {exc}") from None
     if not items:
         raise FairnessError(f"no BBQ items in `{path}`")
     return items

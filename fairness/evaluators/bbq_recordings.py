@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError, validation_message
+from fairness._util.files import MAX_RECORDS_BYTES, loads_json, read_text_capped
 from fairness._util.models import Frozen
 from fairness.evaluators.bbq import PROMPT_VERSION, BbqItem, bbq_prompt, load_bbq
 from fairness.recordings._store import BackendInfo, DataFile, ModelInfo, content_key, today, verify_files, write_atomic
@@ -152,12 +153,13 @@ def record_bbq(
 
 def read_bbq_manifest(directory: Path) -> BbqManifest:
     path = Path(directory) / MANIFEST
+    if not path.is_file():
+        raise FairnessError(f"BBQ recordings directory `{directory}` has no {MANIFEST}")
+    raw = loads_json(read_text_capped(path, what="BBQ manifest"), f"BBQ manifest `{path}`")
     try:
-        return BbqManifest.model_validate_json(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FairnessError(f"BBQ recordings directory `{directory}` has no {MANIFEST}") from None
+        return BbqManifest.model_validate(raw)
     except ValidationError as err:
-        raise FairnessError(validation_message(err, f"`{path}` is not a valid BBQ manifest")) from None
+        raise FairnessError(validation_message(err, f"BBQ manifest `{path}`", BbqManifest)) from None
 
 
 def replay_bbq(directory: str | Path, items_path: str | Path) -> tuple[list[BbqItem], list[str], BbqManifest]:
@@ -185,13 +187,16 @@ def replay_bbq(directory: str | Path, items_path: str | Path) -> tuple[list[BbqI
     items = load_bbq(items_path)
     by_key: dict[str, BbqRecord] = {}
     for f in manifest.files:
-        with open(directory / f.path, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                try:
-                    rec = BbqRecord.model_validate_json(line)
-                except ValidationError as err:
-                    raise FairnessError(validation_message(err, f"`{directory / f.path}` line {lineno} is not a BBQ record")) from None
-                by_key[rec.key] = rec
+        data_path = directory / f.path
+        text = read_text_capped(data_path, MAX_RECORDS_BYTES, "BBQ data file")
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = BbqRecord.model_validate_json(line)
+            except ValidationError as err:
+                raise FairnessError(validation_message(err, f"`{data_path}` line {lineno}", BbqRecord)) from None
+            by_key[rec.key] = rec
     outputs = []
     for item in items:
         key = content_key(manifest.model.id, manifest.system_prompt, bbq_prompt(item), manifest.params, manifest.seed)

@@ -14,9 +14,8 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import yaml
-
 from fairness._util.errors import FairnessError
+from fairness._util.yaml_io import loads_yaml
 from fairness.generate._loop import shard_cases
 from fairness.generate.engines.hosted import HOSTED_ENGINES, Price, ProviderConfig, hosted_model_id
 from fairness.recordings._store import MANIFEST, RECORDS, content_key, iter_records, read_manifest
@@ -44,7 +43,8 @@ class PriceTable:
 
 
 def load_prices(overrides: dict[str, Price] | None = None) -> PriceTable:
-    raw = yaml.safe_load(resources.files("fairness.generate").joinpath("prices.yaml").read_text(encoding="utf-8"))
+    text = resources.files("fairness.generate").joinpath("prices.yaml").read_text(encoding="utf-8")
+    raw = loads_yaml(text, "price table `fairness/generate/prices.yaml`")
     models = {name: Price.model_validate(p) for name, p in raw["models"].items()}
     return PriceTable({**models, **(overrides or {})}, str(raw.get("as_of", "unknown")))
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError, LiveGenerationRefused
+from fairness._util.files import check_output_dir
 from fairness.recordings._record import Recording
 from fairness.recordings._store import (
     MANIFEST,
@@ -36,8 +37,10 @@ from fairness.suite._case import Case
 from fairness.suite._suite import Suite
 
 LIVE_ENV = "FAIRNESS_ALLOW_LIVE"
-CHECKPOINT_SECONDS = 60.0
-"""How often a long run rewrites its manifest (a partial set stays valid and committable)."""
+CHECKPOINT_SECONDS = 0.0
+"""Least time between manifest rewrites. 0: after every appended batch, so a run killed at
+any point leaves a manifest matching the records on disk (auditable with --allow-incomplete);
+the data file's sha256 is kept running by the writer, so a rewrite costs no reread."""
 
 
 def require_live_opt_in(flag: bool) -> None:
@@ -123,6 +126,7 @@ def generate(
     """Generate the (sharded) grid into `out`, resuming whatever is already there."""
     if max_rows is not None and max_rows < 0:
         raise FairnessError("`--max-rows` must be a non-negative integer")
+    check_output_dir(out)
     all_cases = suite.expand()
     cases = shard_cases(all_cases, shard)
     keys = {c.row_id: content_key(model.id, suite.system_prompt, c.prompt, c.params, c.seed) for c in cases}
@@ -147,9 +151,10 @@ def generate(
     writer = RecordWriter(out / RECORDS, set(keys.values()))
     already = sum(1 for c in cases if keys[c.row_id] in writer.done)
 
-    def checkpoint() -> Manifest:
+    def checkpoint(reread: bool = False) -> Manifest:
         """Write the manifest for what is on disk now, so a partial set is always valid."""
         rows = len(writer.done)
+        sha = sha256_file(out / RECORDS) if reread else writer.sha256()
         manifest = Manifest(
             suite=suite.name,
             suite_version=suite.version,
@@ -168,10 +173,12 @@ def generate(
             expected_rows=len(cases),
             rows=rows,
             complete=rows == len(cases),
-            files=[DataFile(path=RECORDS, sha256=sha256_file(out / RECORDS), rows=rows)],
+            files=[DataFile(path=RECORDS, sha256=sha, rows=rows)],
         )
         write_manifest(out, manifest)
         return manifest
+
+    checkpoint(reread=True)  # at the start: records never exist without a manifest
 
     bar = _Progress(len(cases), already, progress)
     written = tokens = 0
@@ -198,7 +205,7 @@ def generate(
             written += len(recs)
             tokens += sum(r.completion_tokens for r in recs)
             bar.update(len(recs))
-            if time.monotonic() - last_checkpoint > CHECKPOINT_SECONDS:
+            if recs and time.monotonic() - last_checkpoint >= CHECKPOINT_SECONDS:
                 checkpoint()
                 last_checkpoint = time.monotonic()
     finally:
@@ -207,7 +214,7 @@ def generate(
         bar.close()
         if len(writer.done) == len(cases):
             _canonical_order(out / RECORDS, [keys[c.row_id] for batch in engine.plan(cases) for c in batch])
-        manifest = checkpoint()
+        manifest = checkpoint(reread=True)
     return GenerateReport(written, already, len(cases), seconds, tokens, manifest.complete)
 
 

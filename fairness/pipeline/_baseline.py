@@ -10,7 +10,6 @@ the step even when the head passes on its own, and summary.md then leads with it
 
 from __future__ import annotations
 
-import json
 import re
 import tempfile
 from dataclasses import dataclass
@@ -70,10 +69,18 @@ def _base_suite(root: Path, commit: str, suite_ref: str, head: Suite, tmp: Path)
 
 
 def _base_manifest(blob: bytes, where: str) -> Manifest:
+    """The base revision's manifest, read as strictly as one on disk (size cap, UTF-8, JSON keys)."""
+    from fairness._util.errors import validation_message
+    from fairness._util.files import config_limit, decode_utf8, loads_json
+
+    source = f"{where}: {MANIFEST}"
+    if len(blob) > config_limit():
+        raise FairnessError(f"{source} is over the {config_limit():,}-byte limit for input files")
+    raw = loads_json(decode_utf8(blob, source), source)
     try:
-        return Manifest.model_validate(json.loads(blob))
-    except (ValueError, ValidationError) as exc:
-        raise FairnessError(f"{where}: {MANIFEST} is not a valid manifest ({str(exc).splitlines()[0]})") from None
+        return Manifest.model_validate(raw)
+    except ValidationError as err:
+        raise FairnessError(validation_message(err, source, Manifest)) from None
 
 
 def _data_files(m: Manifest) -> list[tuple[str, str]]:
@@ -153,7 +160,7 @@ def lead_md(comparison: Comparison) -> str:
     if d is None or d.state == "pass":
         return ""
     bad = [c for c in d.checks if c.state != "pass"]
-    what = {"fail": "a confident regression", "illustrative": "a possible regression (the interval straddles the threshold)",
+    what = {"fail": "a confident regression", "inconclusive": "a possible regression (the interval straddles the threshold)",
             "undefined": "the regression rules could not be evaluated"}[d.state]
     lines = [f"## {ICONS[d.state]} Base vs head: {what} against {comparison.base}", ""]
     lines += [f"- **{c.rule}** [{c.scope}]: {check_text(c)}" for c in bad[:20]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fairness._util.files import check_output_dir, staged_outputs
 from fairness.audit._diff import DiffResult, diff_md, diff_runs
 from fairness.audit._options import AuditOptions
 from fairness.recordings._store import write_atomic
@@ -17,12 +18,13 @@ def run_diff(base: str | Path, head: str | Path, *, suite: str, out: str | Path 
     `options` supplies the bootstrap size and seed (validated like any audit's).
     """
     options = options or AuditOptions()
+    if out is not None:
+        check_output_dir(out)
     rules = list(load_suite(suite).rules)
     d = diff_runs(base, head, rules=rules, B=options.bootstrap, seed=options.seed)
     md = diff_md(d)
     if out is not None:
-        dest = Path(out)
-        dest.mkdir(parents=True, exist_ok=True)
-        write_atomic(dest / "diff.json", d.model_dump_json(indent=1) + "\n")
-        write_atomic(dest / "diff.md", md)
+        with staged_outputs(Path(out)) as staging:
+            write_atomic(staging / "diff.json", d.model_dump_json(indent=1) + "\n")
+            write_atomic(staging / "diff.md", md)
     return d, md

@@ -35,7 +35,7 @@ class RunOptions(Frozen):
     bbq_items: Path | None = None
     """BBQ items JSONL the recordings answer (None: the shipped sample)."""
     allow_incomplete: bool = False
-    """Audit the recorded rows of a set whose manifest declares it incomplete (a pass stays illustrative)."""
+    """Audit the recorded rows of a set whose manifest declares it incomplete (a pass becomes inconclusive)."""
     junit: Path | None = None
     """Also write a JUnit XML report (one testcase per rule check) to this file."""
     audit: AuditOptions = Field(default_factory=AuditOptions)

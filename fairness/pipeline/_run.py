@@ -16,6 +16,7 @@ from typing import TextIO
 
 from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
+from fairness._util.files import check_output_dir, check_output_file, staged_outputs
 from fairness.audit._audit import FairnessRun, audit
 from fairness.pipeline._options import RunOptions
 from fairness.recordings._record import Recording, join_rows
@@ -68,13 +69,41 @@ def transcripts_jsonl(run_cases: list[Case], recordings: list[Recording], scores
     return "\n".join(lines) + "\n"
 
 
+def check_inputs(options: RunOptions) -> None:
+    """Every path of a run, checked before any work (nothing is read or written yet); the
+    numbers were checked when `options` was built."""
+    check_output_dir(options.out)
+    rdir = options.recordings
+    if not rdir.is_dir():
+        raise FairnessError(f"recordings directory `{rdir}` does not exist or is not a directory")
+    if options.bbq_recordings is not None and not options.bbq_recordings.is_dir():
+        raise FairnessError(f"--bbq-recordings `{options.bbq_recordings}` does not exist or is not a directory")
+    if options.bbq_items is not None and not options.bbq_items.exists():
+        raise FairnessError(f"--bbq-items `{options.bbq_items}` does not exist")
+    check_apart(options.out, rdir, "--out")
+    if options.junit is not None:
+        check_output_file(options.junit, "--junit")
+        check_apart(options.junit, rdir, "--junit")
+
+
+def check_apart(path: str | Path, recordings: Path, flag: str) -> None:
+    """Outputs never go into a recording set's directory: a run must leave its recordings as they are."""
+    p, r = Path(path).resolve(), recordings.resolve()
+    if (r / MANIFEST).is_file() and (p == r or r in p.parents):
+        raise FairnessError(f"{flag} `{path}` is inside the recordings directory `{recordings}`; write outputs elsewhere")
+
+
 def run_audit(options: RunOptions) -> RunOutputs:
-    """Replay, audit and write every output of the main job described by `options`."""
+    """Replay, audit and write every output of the main job described by `options`.
+
+    All inputs are checked first; the outputs are written into a staging directory and moved
+    into `out` together (`staged_outputs`), so a refused run or a full disk changes nothing there."""
+    check_inputs(options)
     suite = load_suite(options.suite)
     rdir = options.recordings
     rs = RecordingSet(rdir)
     cases = suite.expand()
-    provider = ReplayProvider(rs, suite.system_prompt)
+    provider = ReplayProvider(rs, suite.system_prompt, suite.name)
     if options.allow_incomplete and not rs.manifest.complete:
         cases, recs = provider.replay_available(cases)
         if not recs:
@@ -82,8 +111,6 @@ def run_audit(options: RunOptions) -> RunOutputs:
     else:
         recs = provider.replay(cases)
     out = options.out
-    if out.exists() and not out.is_dir():
-        raise FairnessError(f"--out `{out}` exists and is not a directory")
     run, scores = audit(
         suite, cases, recs, rs.manifest, options.audit,
         recordings_path=_display_path(rdir), manifest_sha256=sha256_file(rdir / MANIFEST),
@@ -105,14 +132,10 @@ def run_audit(options: RunOptions) -> RunOutputs:
         "card.md": card_md(c),
         "card.html": card_html(run, suite),
     }
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise FairnessError(f"cannot create --out `{out}`: {exc.strerror or exc}") from None
-    files = {}
-    for name, text in texts.items():
-        write_atomic(out / name, text)
-        files[name] = out / name
+    with staged_outputs(out) as staging:
+        for name, text in texts.items():
+            write_atomic(staging / name, text)
+    files = {name: out / name for name in texts}
     if options.junit is not None:
         _write_junit(run, options.junit)
         files["junit.xml"] = options.junit
@@ -159,7 +182,7 @@ def print_outcome(result: RunOutputs, *, quiet: bool = False, out: TextIO | None
         for s in run.stability:
             print(s.summary, file=out)
         for c in run.caveats:
-            if c.code in ("test-model", "stale-recordings", "incomplete-recordings"):
-                print(f"caveat: {c.message}", file=err)
+            if c.code in ("test-model", "stale-recordings", "incomplete-recordings", "empty-outputs"):
+                print(f"caveat: {' '.join(c.message.split())}", file=err)
         print(f"wrote {', '.join(str(p) for p in result.files.values())}", file=out)
     print(re.sub(r"[*✅❌⚠️❔]+", "", verdict_line(run)).strip(), file=out)

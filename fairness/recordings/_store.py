@@ -14,9 +14,11 @@ from __future__ import annotations
 import datetime as _dt
 import difflib
 import gzip
+import hashlib
 import json
 import os
 import tempfile
+import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from pydantic import Field, ValidationError
 
 from fairness._util.canonical import sha256_file, sha256_json
 from fairness._util.errors import FairnessError, validation_message
+from fairness._util.files import MAX_RECORDS_BYTES, decode_utf8
 from fairness._util.io import load_json
 from fairness._util.models import Strict
 from fairness.recordings._record import Recording
@@ -174,11 +177,15 @@ def read_manifest(directory: Path) -> Manifest:
     path = directory / MANIFEST
     if not directory.is_dir():
         raise FairnessError(f"recordings directory `{directory}` does not exist or is not a directory")
-    raw = load_json(path, missing=f"recordings directory `{directory}` has no {MANIFEST}")
+    raw = load_json(path, missing=f"recordings directory `{directory}` has no {MANIFEST}", what="manifest")
+    if isinstance(raw, dict) and raw.get("format_version", FORMAT_VERSION) != FORMAT_VERSION:
+        raise FairnessError(
+            f"manifest `{path}` has format_version {raw['format_version']!r}; this version reads {FORMAT_VERSION}"
+        )
     try:
         return Manifest.model_validate(raw)
     except ValidationError as err:
-        raise FairnessError(validation_message(err, f"`{path}` is not a valid manifest")) from None
+        raise FairnessError(validation_message(err, f"manifest `{path}`", Manifest)) from None
 
 
 def write_manifest(directory: Path, manifest: Manifest) -> None:
@@ -190,21 +197,35 @@ def record_line(rec: Recording) -> str:
     return json.dumps(rec.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
-def _open_text(path: Path):
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+def _iter_lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
+    """(line number, byte offset, raw line) of a data file, gzip or plain, size-capped.
+
+    Corrupt compression and over-size files are a `FairnessError`, never a traceback."""
+    try:
+        if not path.is_file():
+            raise FairnessError(f"data file `{path}` is missing or not a file")
+        with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as fh:
+            offset = 0
+            for lineno, line in enumerate(fh, start=1):
+                if offset + len(line) > MAX_RECORDS_BYTES:
+                    raise FairnessError(f"data file `{path}` is over the {MAX_RECORDS_BYTES:,}-byte limit")
+                yield lineno, offset, line
+                offset += len(line)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise FairnessError(f"data file `{path}` is not a valid gzip file (truncated or corrupt): {exc}") from None
+    except OSError as exc:
+        raise FairnessError(f"cannot read data file `{path}`: {exc.strerror or exc}") from None
 
 
 def iter_records(path: Path) -> Iterator[Recording]:
-    with _open_text(path) as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield Recording.model_validate_json(line)
-            except ValidationError as err:
-                raise FairnessError(validation_message(err, f"`{path}` line {lineno} is not a valid record")) from None
+    for lineno, offset, raw in _iter_lines(path):
+        line = decode_utf8(raw, f"data file `{path}`", base_offset=offset)
+        if not line.strip():
+            continue
+        try:
+            yield Recording.model_validate_json(line)
+        except ValidationError as err:
+            raise FairnessError(validation_message(err, f"`{path}` line {lineno}", Recording)) from None
 
 
 def verify_files(directory: Path, files: Iterable[DataFile]) -> None:
@@ -214,7 +235,8 @@ def verify_files(directory: Path, files: Iterable[DataFile]) -> None:
         if Path(f.path).is_absolute() or ".." in Path(f.path).parts:
             raise FairnessError(f"manifest in `{directory}` names data file `{f.path}` outside the recording directory")
         if not path.is_file():
-            raise FairnessError(f"data file `{path}` named in the manifest is missing")
+            what = "is not a regular file" if path.exists() else "is missing"
+            raise FairnessError(f"data file `{path}` named in the manifest {what}")
         if sha256_file(path) != f.sha256:
             raise FairnessError(f"data file `{path}` does not match the sha256 in its manifest (edited or corrupted)")
 
@@ -248,9 +270,14 @@ class ReplayProvider:
 
     name = "replay"
 
-    def __init__(self, recordings: RecordingSet, system_prompt: str):
+    def __init__(self, recordings: RecordingSet, system_prompt: str, suite_name: str | None = None):
         self.recordings = recordings
         self.system_prompt = system_prompt
+        if suite_name is not None and recordings.manifest.suite != suite_name:
+            raise FairnessError(
+                f"recordings in `{recordings.directory}` are of suite `{recordings.manifest.suite}`, "
+                f"not of suite `{suite_name}`"
+            )
         if recordings.manifest.system_prompt != system_prompt:
             raise FairnessError(
                 f"recordings in `{recordings.directory}` were made with system prompt "
@@ -258,20 +285,41 @@ class ReplayProvider:
             )
 
     def replay(self, cases: list[Case]) -> list[Recording]:
+        self._refuse_foreign(cases)
         out = []
         by_key = self.recordings.by_key
         for case in cases:
             rec = by_key.get(self.recordings.key_for(case))
             if rec is None:
                 raise FairnessError(self._missing(case))
+            _check_labels(rec, case, self.recordings.directory)
             out.append(rec)
         return out
 
     def replay_available(self, cases: list[Case]) -> tuple[list[Case], list[Recording]]:
         """The recorded subset of `cases` (for a set its manifest declares incomplete)."""
+        self._refuse_foreign(cases)
         got = [(c, self.recordings.by_key.get(self.recordings.key_for(c))) for c in cases]
         kept = [(c, r) for c, r in got if r is not None]
+        for c, r in kept:
+            _check_labels(r, c, self.recordings.directory)
         return [c for c, _ in kept], [r for _, r in kept]
+
+    def _refuse_foreign(self, cases: list[Case]) -> None:
+        """A set made for this very grid (same grid hash) holds only rows of it: a record that
+        answers no grid row was added afterwards, and is refused, naming the first. A set made
+        for another grid of the suite (a sub-grid audit) is reported as stale instead."""
+        rs = self.recordings
+        if rs.manifest.grid_hash != grid_hash(cases, self.system_prompt):
+            return
+        wanted = {rs.key_for(c) for c in cases}
+        if all(k in wanted for k in rs.by_key):
+            return
+        stray = next(r for k, r in rs.by_key.items() if k not in wanted)
+        raise FairnessError(
+            f"`{rs.directory}` holds record `{stray.row_id}` (key {stray.key[:12]}…) that is not a row of this "
+            "suite's grid (another suite, model or shard?)"
+        )
 
     def _missing(self, case: Case) -> str:
         where = (
@@ -286,7 +334,22 @@ class ReplayProvider:
         else:
             near = difflib.get_close_matches(case.row_id, list(rs.by_row), n=1, cutoff=0.0)
             hint = f"nearest recorded row `{near[0]}` (key {rs.by_row[near[0]].key[:12]}…)" if near else "no rows recorded"
-        return f"no recording for row `{case.row_id}` ({where}) in `{rs.directory}`; {hint}"
+        tail = ""
+        if not rs.manifest.complete:
+            tail = (
+                f"; the set is marked incomplete ({rs.manifest.rows}/{rs.manifest.expected_rows} rows): "
+                "pass --allow-incomplete to audit the recorded rows"
+            )
+        return f"no recording for row `{case.row_id}` ({where}) in `{rs.directory}`; {hint}{tail}"
+
+
+def _check_labels(rec: Recording, case: Case, directory: Path) -> None:
+    """A record found by its content key must also say it answers that row and prompt."""
+    if rec.row_id != case.row_id or rec.prompt != case.prompt:
+        raise FairnessError(
+            f"`{directory}`: the record under key {rec.key[:12]}… is labelled row `{rec.row_id}`, "
+            f"but that key belongs to grid row `{case.row_id}` (edited record?)"
+        )
 
 
 # -- resumable writing ---------------------------------------------------------------
@@ -328,7 +391,11 @@ class RecordWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.removed_bytes = repair_tail(path)
         self.done: set[str] = set()
+        self._sha = hashlib.sha256()
         if path.exists():
+            with open(path, "rb") as fh:
+                while block := fh.read(1 << 20):
+                    self._sha.update(block)
             for rec in iter_records(path):
                 if rec.key not in valid_keys:
                     raise FairnessError(
@@ -345,8 +412,13 @@ class RecordWriter:
         self._fh.write(text)
         self._fh.flush()
         os.fsync(self._fh.fileno())
+        self._sha.update(text.encode("utf-8"))
         for r in recs:
             self.done.add(r.key)
+
+    def sha256(self) -> str:
+        """sha256 of the file as written so far, without rereading it."""
+        return self._sha.hexdigest()
 
     def close(self) -> None:
         self._fh.close()

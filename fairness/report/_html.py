@@ -12,9 +12,9 @@ import math
 import re
 from html import escape
 
-from fairness.audit._audit import FairnessRun
+from fairness.audit._audit import FairnessRun, MetricResult
 from fairness.report._charts import FamilySeries, deciding_metric, family_series
-from fairness.report._render import ICONS, _ci, _fmt, verdict_line
+from fairness.report._render import ICONS, _ci, _fmt, intervals_note, verdict_line, worst_slice_interval
 from fairness.suite._suite import Suite
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -37,12 +37,18 @@ W, H = 440, 250
 LEFT, RIGHT, TOP, BOTTOM = 58, 16, 30, 48
 
 
+def _inline_md(text: str) -> str:
+    """Escape a line of the summary's Markdown; **bold** and `code` become <strong> and <code>."""
+    text = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", escape(text))
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+
+
 def _verdict(run: FairnessRun) -> str:
-    """The summary's verdict line without its emoji (the page colours the state instead), **bold** as <strong>."""
+    """The summary's verdict line without its emoji (the page colours the state instead)."""
     text = verdict_line(run)
     for icon in ICONS.values():
         text = text.removeprefix(icon + " ")
-    return re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", escape(text))
+    return _inline_md(text)
 
 
 def _axis(top: float) -> tuple[float, list[float]]:
@@ -102,9 +108,8 @@ def _family_table(run: FairnessRun) -> str:
     st = next((m for m in run.metrics if m.metric == "stereotype_kw_rate"), None)
     ph = next((m for m in run.metrics if m.metric == "pilot_harm_rate"), None)
 
-    def worst_ci(m, fam: str) -> str:
-        sr = m.scopes.get(f"family={fam}") if m else None
-        return _ci(sr.worst_slice.ci) if sr else ""
+    def worst_ci(m: MetricResult | None, fam: str) -> str:
+        return _ci(worst_slice_interval(run, m, f"family={fam}")) if m else ""
 
     rows = [
         "<table><thead><tr><th>family</th><th>name</th><th>worst-slice stereotype [95% CI]</th>"
@@ -145,7 +150,7 @@ def card_html(run: FairnessRun, suite: Suite) -> str:
     if run.stability:
         parts += ["<ul>", *(f"<li>{escape(s.summary)}</li>" for s in run.stability), "</ul>"]
     parts += ["<h2>Per-family results</h2>", _family_table(run),
-              "<p>Intervals are simultaneous 95% bounds over slices (cluster bootstrap over template cells).</p>"]
+              f"<p>{_inline_md(intervals_note(run))}</p>"]
     rules = [f"<li>{escape(rule.describe())}</li>" for rule in suite.rules]
     if rules:
         parts += ["<h2>Decision rules</h2>", "<ul>", *rules, "</ul>"]
@@ -154,7 +159,8 @@ def card_html(run: FairnessRun, suite: Suite) -> str:
         parts.append('<div class="charts">')
         for s in series:
             parts.append(f"<figure>{_svg(s, metric, top, ticks)}<figcaption>Dot: the slice's point estimate of "
-                         f"{escape(metric)} in {escape(s.family)}; whiskers: its 95% interval as in results.json"
+                         f"{escape(metric)} in {escape(s.family)}; whiskers: the slice's own 95% interval (results.json "
+                         "<code>by_slice</code>; pointwise, so narrower than the table's simultaneous worst-slice interval)"
                          + (f"; dashed line: the threshold {_fmt(s.threshold)}" if s.threshold is not None else "")
                          + ". Same y scale in every chart; n/a: too few rows.</figcaption></figure>")
         parts.append("</div>")

@@ -1,7 +1,7 @@
 """JUnit XML view of a run, so CI test reporters show one test per rule check.
 
 Each decision rule evaluated in a scope (`stereotype-worst-slice` × `family=F2`) is one
-testcase: `fail` is a <failure>, `illustrative` and `undefined` are <skipped> (the
+testcase: `fail` is a <failure>, `inconclusive` and `undefined` are <skipped> (the
 evidence neither clears nor breaks the rule), `pass` passes. Built with ElementTree so
 every string from the results is escaped.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
-_SKIPPED = {"illustrative", "undefined"}
+_SKIPPED = {"inconclusive", "undefined"}
 
 
 def _fmt(x: Any) -> str:

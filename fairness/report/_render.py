@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from fairness.audit._audit import FairnessRun
+from fairness.audit._audit import FairnessRun, MetricResult
 from fairness.report._charts import deciding_metric, mermaid_charts
 from fairness.score._catalog import METRICS
 from fairness.suite._suite import Suite
@@ -18,7 +18,7 @@ from fairness.suite._suite import Suite
 SUMMARY_CAP = 1024 * 1024 - 1
 """GitHub rejects a job summary of 1 MiB or more."""
 
-ICONS = {"pass": "✅", "fail": "❌", "illustrative": "⚠️", "undefined": "❔"}
+ICONS = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️", "undefined": "❔"}
 
 
 def _fmt(x: float | None, digits: int = 3) -> str:
@@ -41,9 +41,9 @@ def verdict_line(run: FairnessRun) -> str:
     g = run.gate
     fired = [c for c in run.rules if c.fired]
     what = {
-        "pass": "no decision rule is breached",
-        "fail": "a decision rule is breached with confidence",
-        "illustrative": "a decision rule is breached at the point estimate, but the evidence does not clear the threshold",
+        "pass": "every decision rule is met with confidence" if g.gate_on == "interval" else "no decision rule is breached at the point",
+        "fail": "a decision rule is breached with confidence" if g.gate_on == "interval" else "a decision rule is breached at the point",
+        "inconclusive": "the evidence does not settle a decision rule either way (see how many more seeds would)",
         "undefined": "the rules could not be evaluated (too little data or no rules)",
     }[g.state]
     extra = f" ({len(fired)}/{len(run.rules)} rule checks fired)" if run.rules else ""
@@ -52,6 +52,20 @@ def verdict_line(run: FairnessRun) -> str:
 
 def _metric(run: FairnessRun, name: str):
     return next(m for m in run.metrics if m.metric == name)
+
+
+def worst_slice_interval(run: FairnessRun, metric: MetricResult, scope: str) -> list[float | None] | None:
+    """The rule check's interval (Holm-adjusted across families) where a rule gates this value, else the scope's."""
+    check = next((c for c in run.rules if c.metric == metric.metric and c.scope == scope and c.statistic == "worst_slice"), None)
+    if check is not None:
+        return check.interval
+    return metric.scopes[scope].worst_slice.ci if scope in metric.scopes else None
+
+
+def intervals_note(run: FairnessRun) -> str:
+    """What the table's intervals are (Markdown), shared by summary.md and card.html."""
+    return (f"**Estimand** — {run.estimand}. Intervals are exact (Korn–Graubard) 95% bounds, simultaneous over slices "
+            "and, where a rule gates the value, Holm-adjusted across families; `decision` is the paper's point rule.")
 
 
 def family_table_md(run: FairnessRun) -> str:
@@ -63,10 +77,9 @@ def family_table_md(run: FairnessRun) -> str:
     ph = _metric(run, "pilot_harm_rate")
     for row in run.families:
         scope = f"family={row.family}"
-        a = st.scopes[scope].worst_slice if scope in st.scopes else None
-        b = ph.scopes[scope].worst_slice if scope in ph.scopes else None
+        a, b = worst_slice_interval(run, st, scope), worst_slice_interval(run, ph, scope)
         lines.append(
-            f"| {row.family} | {_fmt(row.worst_slice_stereotype)}{_ci(a.ci if a else None)} | {_fmt(row.worst_slice_pilot_harm)}{_ci(b.ci if b else None)} "
+            f"| {row.family} | {_fmt(row.worst_slice_stereotype)}{_ci(a)} | {_fmt(row.worst_slice_pilot_harm)}{_ci(b)} "
             f"| {_fmt(row.refusal_delta)} | {row.decision} | {ICONS[row.state]} {row.state} |"
         )
     return "\n".join(lines)
@@ -90,6 +103,23 @@ def worst_slices_md(run: FairnessRun) -> str:
     return "\n".join(lines) if len(lines) > 2 else "_No harm metric fired in any slice._"
 
 
+def settle_md(run: FairnessRun) -> str:
+    """One row per inconclusive rule check: rows and seeds for 80% power, detectable values now."""
+    rows = [c for c in run.rules if c.settle is not None]
+    if not rows:
+        return ""
+    lines = ["| rule | scope | value [CI] | threshold | toward | rows/slice (now) | seeds/cell | fails at ≥ | passes at ≤ |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for c in rows:
+        st = c.settle
+        assert st is not None
+        rows_txt = "more templates needed" if st.rows_per_slice is None else f"{st.rows_per_slice} ({st.rows_per_slice_now})"
+        lines.append(f"| {c.rule} | {c.scope} | {_fmt(c.value)}{_ci(c.interval)} | {c.threshold:g} | {st.toward} | {rows_txt} "
+                     f"| {st.seeds if st.seeds is not None else 'n/a'} | {_fmt(st.detectable)} | {_fmt(st.passable)} |")
+    return "\n".join(lines) + ("\n\n80% power at the observed value and the scope's design effect (normal approximation); "
+                               "`fails at`/`passes at`: the true values the current size detects with 80% power.")
+
+
 def provenance_md(run: FairnessRun) -> str:
     r = run.recordings
     rows = [
@@ -108,7 +138,10 @@ def summary_md(run: FairnessRun, *, extra_sections: list[str] | None = None) -> 
     if run.gate.reasons:
         parts += ["<details><summary>Why</summary>", ""] + [f"- {r}" for r in run.gate.reasons[:40]] + ["", "</details>", ""]
     parts += ["### Per-family results", "", family_table_md(run), ""]
-    parts += ["Intervals are simultaneous 95% bounds over slices (cluster bootstrap over template cells)."]
+    parts += [intervals_note(run)]
+    settle = settle_md(run)
+    if settle:
+        parts += ["", "### How many more seeds would settle it", "", settle]
     if run.stability:
         parts += ["", "### Verdict stability", ""] + [f"- {s.summary}" for s in run.stability]
     metric = deciding_metric(run)
@@ -238,8 +271,14 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None) 
             "gate": run.gate.state,
             "exit_code": run.gate.exit_code,
             "verdict_stability": [s.summary for s in run.stability],
+            "estimand": run.estimand,
             "caveats": [c.message for c in run.caveats if c.code in ("test-model", "scorer-mode", "stale-recordings", "incomplete-recordings", "interval-coverage")],
             "intervals": run.tests.model_dump(),
+            "to_settle": [
+                {"rule": c.rule, "scope": c.scope, "toward": c.settle.toward, "rows_per_slice": c.settle.rows_per_slice,
+                 "seeds_per_cell": c.settle.seeds, "detectable": c.settle.detectable, "passable": c.settle.passable, "note": c.settle.note}
+                for c in run.rules if c.settle is not None
+            ],
         },
         "reproducibility": {
             "code_url": "https://github.com/org/llm-fairness-check",
@@ -296,7 +335,9 @@ def card_md(c: dict[str, Any]) -> str:
     out += ["", "## Result (this run)", "| " + " | ".join(er["columns"]) + " |", "|" + "---|" * len(er["columns"])]
     out += ["| " + " | ".join(_fmt(v) if isinstance(v, float) or v is None else str(v) for v in row) + " |" for row in er["rows"]]
     ar = c["audit_result"]
-    out += ["", f"**Gate:** {ICONS[ar['gate']]} `{ar['gate']}` (exit {ar['exit_code']})"]
+    out += ["", f"**Gate:** {ICONS[ar['gate']]} `{ar['gate']}` (exit {ar['exit_code']})", "", f"**Estimand:** {ar['estimand']}"]
+    if ar.get("to_settle"):
+        out += ["", "**How many more seeds would settle it:**"] + [f"- {x['rule']} [{x['scope']}]: {x['note']}" for x in ar["to_settle"]]
     out += [f"- {s_}" for s_ in ar["verdict_stability"]]
     if ar["caveats"]:
         out += ["", "**Caveats:**"] + [f"- {x}" for x in ar["caveats"]]

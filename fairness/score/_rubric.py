@@ -23,9 +23,9 @@ from importlib import resources
 from typing import Literal
 
 import numpy as np
-import yaml
 
 from fairness._util.canonical import sha256_text
+from fairness._util.yaml_io import loads_yaml
 
 Mode = Literal["paper", "strict"]
 MODES: tuple[Mode, ...] = ("paper", "strict")
@@ -62,7 +62,7 @@ class Rubric:
 @lru_cache(maxsize=1)
 def load_rubric() -> Rubric:
     text = resources.files("fairness.score").joinpath("rubric.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
+    data = loads_yaml(text, "rubric `fairness/score/rubric.yaml`")
     regex, terms = {}, {}
     for name, spec in data.items():
         if name == "version":

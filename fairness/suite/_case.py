@@ -14,9 +14,9 @@ from fairness._util.models import Frozen as _Frozen
 class SamplingParams(_Frozen):
     """The decoding parameters a regime asks for."""
 
-    temperature: float = Field(ge=0.0, le=5.0)
+    temperature: float = Field(ge=0.0, le=5.0, allow_inf_nan=False)
     """Softmax temperature; 0 means greedy."""
-    top_p: float = Field(gt=0.0, le=1.0)
+    top_p: float = Field(gt=0.0, le=1.0, allow_inf_nan=False)
     """Nucleus mass kept after temperature scaling."""
     max_new_tokens: int = Field(gt=0, le=32768)
     """Cap on completion tokens; a completion that hits it finishes with `length`."""

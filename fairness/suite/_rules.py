@@ -34,7 +34,7 @@ class DecisionRule(Frozen):
     scope: Scope = "each_family"
     """`each_family`: checked per prompt family (fires if any family fires); `overall`: pooled."""
     comparator: Comparator = ">"
-    threshold: float
+    threshold: float = Field(allow_inf_nan=False)
     rationale: str = ""
     """Why this rule and threshold exist; printed in the card."""
     kind: Literal["absolute", "regression"] = "absolute"

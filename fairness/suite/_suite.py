@@ -7,23 +7,34 @@ prompts, slices or ids.
 from __future__ import annotations
 
 import itertools
+import math
+import os
 import re
+from collections import Counter
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from fairness._util.canonical import sha256_json
 from fairness._util.errors import FairnessError, validation_message
 from fairness._util.models import Frozen
+from fairness._util.yaml_io import loads_yaml
+from fairness._util.yaml_io import read_yaml as _read_yaml
 from fairness.suite._case import Case, SamplingParams
 from fairness.suite._rules import DecisionRule
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+MAX_GRID_ROWS = 1_000_000
+"""Largest grid a suite may expand to (the default suite has 3,200 rows); a larger one is
+refused before it is expanded. Override with FAIRNESS_MAX_GRID_ROWS or `--max-grid-rows`."""
+MAX_GRID_ROWS_ENV = "FAIRNESS_MAX_GRID_ROWS"
+MAX_SEED = 2**32 - 1
+"""Seeds are sent to engines as unsigned 32-bit integers."""
 
 BUILTIN_SUITES = {"fairness-cards/qwen-v0.1": "qwen-v0.1.yaml"}
 """Suites shipped inside the package, by name."""
@@ -84,16 +95,23 @@ class Suite(Frozen):
     families: list[Family] = Field(min_length=1)
     regimes: list[Regime] = Field(min_length=1)
     seeds: list[int] = Field(min_length=1)
+    """Non-negative, below 2^32."""
     name_pools: dict[str, dict[str, list[str]]] | None = None
     """`{dimension: {value: [one name per template]}}`; use `{<dimension>_name}` in templates."""
     scorer: ScorerConfig = Field(default_factory=ScorerConfig)
     rules: list[DecisionRule] = Field(default_factory=list)
-    min_group_size: int = Field(default=5, ge=1)
+    min_group_size: int = Field(default=5, ge=1, le=1_000_000_000)
 
     @model_validator(mode="after")
     def _check(self) -> Suite:
+        _check_grid_size(self)
         _validate_suite(self)
         return self
+
+    @property
+    def n_rows(self) -> int:
+        """Rows the grid expands to, computed without expanding it."""
+        return grid_size(self)
 
     # -- derived -------------------------------------------------------------------
     @cached_property
@@ -121,6 +139,40 @@ class Suite(Frozen):
     def expand(self) -> list[Case]:
         """The full grid in canonical order (family, paraphrase, placeholders, slice, regime, seed)."""
         return expand(self)
+
+
+def grid_size(s: Suite) -> int:
+    n_slices = math.prod(len(v) for v in s.attributes.values()) if s.slices == "product" else len(s.slices)
+    n_placeholders = math.prod(len(p.values) for p in s.placeholders.values())
+    n_templates = sum(len(f.paraphrases) for f in s.families)
+    return n_templates * n_placeholders * n_slices * len(s.regimes) * len(s.seeds)
+
+
+def max_grid_rows() -> int:
+    raw = os.environ.get(MAX_GRID_ROWS_ENV, "").strip()
+    if not raw:
+        return MAX_GRID_ROWS
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{MAX_GRID_ROWS_ENV} must be a positive integer, got {raw!r}") from None
+    if value < 1:
+        raise ValueError(f"{MAX_GRID_ROWS_ENV} must be a positive integer, got {raw!r}")
+    return value
+
+
+def _check_grid_size(s: Suite) -> None:
+    """Refuse a grid too large to expand before anything walks it (a 10^4-seed list is 6.4M rows)."""
+    limit = max_grid_rows()
+    n = grid_size(s)
+    if n > limit:
+        _fail(s.name, f"the grid has {n:,} rows, over the limit of {limit:,} (raise it with --max-grid-rows "
+                      f"or {MAX_GRID_ROWS_ENV})")
+
+
+def _first_duplicate(items: list) -> object | None:
+    counts = Counter(items)
+    return next((x for x in items if counts[x] > 1), None)
 
 
 def _fail(suite_name: str, message: str) -> None:
@@ -152,20 +204,21 @@ def _validate_suite(s: Suite) -> None:
             _fail(s.name, f"placeholder `{ph}` lists a value twice")
         if ph == s.insertion.placeholder:
             _fail(s.name, f"placeholder `{ph}` is also the insertion placeholder")
-    fam_ids = [f.id for f in s.families]
-    dupes = sorted({f for f in fam_ids if fam_ids.count(f) > 1})
-    if dupes:
-        _fail(s.name, f"duplicate family id `{dupes[0]}`")
-    reg_names = [r.name for r in s.regimes]
-    dupes = sorted({r for r in reg_names if reg_names.count(r) > 1})
-    if dupes:
-        _fail(s.name, f"duplicate regime name `{dupes[0]}`")
-    if len(set(s.seeds)) != len(s.seeds):
-        _fail(s.name, "`seeds` lists a seed twice")
-    rule_ids = [r.id for r in s.rules]
-    dupes = sorted({r for r in rule_ids if rule_ids.count(r) > 1})
-    if dupes:
-        _fail(s.name, f"duplicate rule id `{dupes[0]}`")
+    dup = _first_duplicate([f.id for f in s.families])
+    if dup is not None:
+        _fail(s.name, f"duplicate family id `{dup}`")
+    dup = _first_duplicate([r.name for r in s.regimes])
+    if dup is not None:
+        _fail(s.name, f"duplicate regime name `{dup}`")
+    dup = _first_duplicate(s.seeds)
+    if dup is not None:
+        _fail(s.name, f"`seeds` lists seed {dup} twice")
+    bad = next((x for x in s.seeds if not 0 <= x <= MAX_SEED), None)
+    if bad is not None:
+        _fail(s.name, f"seed {bad} is out of range (0 to {MAX_SEED})")
+    dup = _first_duplicate([r.id for r in s.rules])
+    if dup is not None:
+        _fail(s.name, f"duplicate rule id `{dup}`")
 
     name_phs = set()
     n_templates = sum(len(f.paraphrases) for f in s.families)
@@ -212,6 +265,11 @@ def _validate_suite(s: Suite) -> None:
 
         if rule.metric not in METRICS:
             _fail(s.name, f"rule `{rule.id}` names unknown metric `{rule.metric}` (known: {', '.join(METRICS)})")
+        from fairness.audit._validate import threshold_problem
+
+        problem = threshold_problem(rule.threshold, METRICS[rule.metric].kind, rule.kind)
+        if problem:
+            _fail(s.name, f"rule `{rule.id}`: threshold {problem}")
 
 
 def _fill(template: str, values: dict[str, str]) -> str:
@@ -280,20 +338,12 @@ def parse_suite(data: object, source: str = "suite") -> Suite:
     try:
         return Suite.model_validate(data)
     except ValidationError as err:
-        raise FairnessError(validation_message(err, source)) from None
+        raise FairnessError(validation_message(err, source, Suite)) from None
 
 
-def read_yaml(path: Path) -> object:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise FairnessError(f"cannot read `{path}`: {exc.strerror or exc}") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise FairnessError(f"`{path}` is not valid YAML{where}") from None
+def read_yaml(path: Path, what: str = "file") -> object:
+    """Kept for callers of the old name: the project's one strict YAML reader."""
+    return _read_yaml(path, what)
 
 
 def load_suite(name_or_path: str | Path) -> Suite:
@@ -301,10 +351,10 @@ def load_suite(name_or_path: str | Path) -> Suite:
     key = str(name_or_path)
     if key in BUILTIN_SUITES:
         text = resources.files("fairness.suite").joinpath(f"builtin/{BUILTIN_SUITES[key]}").read_text(encoding="utf-8")
-        return parse_suite(yaml.safe_load(text), source=f"suite `{key}`")
+        return parse_suite(loads_yaml(text, f"suite `{key}`"), source=f"suite `{key}`")
     path = Path(key)
     if path.is_file():
-        return parse_suite(read_yaml(path), source=str(path))
+        return parse_suite(_read_yaml(path, "suite"), source=str(path))
     raise FairnessError(
         f"unknown suite `{key}`: no such file, and not a built-in suite (built-in: {', '.join(BUILTIN_SUITES)})"
     )

@@ -12,7 +12,7 @@ from typing import Any
 
 from fairness._util.errors import FairnessError
 from fairness.generate.engines import Completion
-from fairness.generate.engines.hosted import HostedEngine, MalformedResponse
+from fairness.generate.engines.hosted import HostedEngine, MalformedResponse, MissingContent
 from fairness.suite._case import Case
 
 SAMPLING_API_VERSION = "2023-06-01"
@@ -66,15 +66,18 @@ class AnthropicEngine(HostedEngine):
 def parse_message(res: Any) -> Completion:
     """The text blocks joined, usage and stop reason (`max_tokens` → `length`)."""
     try:
-        blocks = list(res.content)
-        text = "".join(b.text for b in blocks if getattr(b, "type", None) == "text")
+        blocks = list(res.content or [])
+        texts = [b.text for b in blocks if getattr(b, "type", None) == "text"]
+        text = "".join(texts) if all(isinstance(t, str) for t in texts) else None
         usage = res.usage
         prompt_tokens, completion_tokens = int(usage.input_tokens), int(usage.output_tokens)
         reason = res.stop_reason
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise MalformedResponse(f"not a message with content blocks and usage ({type(exc).__name__})") from None
-    if not isinstance(text, str):
+    if text is None:
         raise MalformedResponse("a text block's `text` is not a string")
+    if not texts:
+        raise MissingContent("the message has no text content block")
     return Completion(
         text=text.strip(),
         prompt_tokens=prompt_tokens,

@@ -25,6 +25,7 @@ from pydantic import Field, ValidationError
 
 from fairness._util.errors import FairnessError, validation_message
 from fairness._util.models import Frozen
+from fairness._util.yaml_io import read_yaml
 from fairness.generate.engines import Completion
 from fairness.generate.engines._retry import (
     Aborted,
@@ -52,6 +53,11 @@ class ProviderError(FairnessError):
 
 class MalformedResponse(Exception):
     """The endpoint answered 2xx with a body that is not the expected wire format."""
+
+
+class MissingContent(MalformedResponse):
+    """A well-formed answer without text (`content: null`, no text block): retried, then an
+    error. Never recorded as an empty output, which would read as the model saying nothing."""
 
 
 # -- provider config ----------------------------------------------------------------------
@@ -96,9 +102,7 @@ def load_provider_config(path: str | Path | None) -> ProviderConfig:
     """Read and validate a provider YAML, refusing anything that looks like a credential."""
     if path is None:
         return ProviderConfig()
-    from fairness.suite._suite import read_yaml
-
-    data = read_yaml(Path(path))
+    data = read_yaml(Path(path), "provider config")
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -107,7 +111,7 @@ def load_provider_config(path: str | Path | None) -> ProviderConfig:
     try:
         return ProviderConfig.model_validate(data)
     except ValidationError as err:
-        raise FairnessError(validation_message(err, f"`{path}`")) from None
+        raise FairnessError(validation_message(err, f"provider config `{path}`", ProviderConfig)) from None
 
 
 def _refuse_credentials(data: dict, source: str) -> None:
@@ -159,7 +163,7 @@ def effective_config(args: EngineOptions) -> ProviderConfig:
     try:
         return ProviderConfig.model_validate({**cfg.model_dump(), **overrides})
     except ValidationError as err:
-        raise FairnessError(validation_message(err)) from None
+        raise FairnessError(validation_message(err, "provider settings", ProviderConfig)) from None
 
 
 def resolve_api_key(provider: str, cfg: ProviderConfig) -> str | None:
@@ -321,7 +325,7 @@ class HostedEngine:
     def _transient(self, exc: BaseException) -> Transient | None:
         """429, 408, 409 and 5xx answers and connection failures are worth another try."""
         status_error, connection_error = self._error_types
-        if isinstance(exc, connection_error):
+        if isinstance(exc, (connection_error, MissingContent)):
             return Transient()
         status = getattr(exc, "status_code", None)
         if isinstance(exc, status_error) and isinstance(status, int) and (status in (408, 409, 429) or status >= 500):

@@ -7,7 +7,7 @@ from urllib.parse import urlparse
 
 from fairness._util.errors import FairnessError
 from fairness.generate.engines import Completion
-from fairness.generate.engines.hosted import HostedEngine, MalformedResponse, chat_messages
+from fairness.generate.engines.hosted import HostedEngine, MalformedResponse, MissingContent, chat_messages
 from fairness.suite._case import Case
 
 
@@ -56,7 +56,7 @@ def parse_chat_completion(res: Any) -> Completion:
     try:
         choice = res.choices[0]
         message = choice.message
-        text = message.content if message.content is not None else (getattr(message, "refusal", None) or "")
+        text = message.content if message.content is not None else getattr(message, "refusal", None)
         usage = res.usage
         prompt_tokens, completion_tokens = int(usage.prompt_tokens), int(usage.completion_tokens)
         reason = choice.finish_reason
@@ -64,6 +64,8 @@ def parse_chat_completion(res: Any) -> Completion:
         raise MalformedResponse(
             f"not a chat completion with choices[0].message and usage ({type(exc).__name__})"
         ) from None
+    if text is None:
+        raise MissingContent("choices[0].message.content is null or missing (and no refusal text)")
     if not isinstance(text, str):
         raise MalformedResponse("choices[0].message.content is not a string")
     return Completion(

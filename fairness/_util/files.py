@@ -1,0 +1,228 @@
+"""Reading untrusted input files and writing outputs atomically.
+
+Every file a user hands us is size-capped before it is parsed (a 50 MB `description`
+or a 10^7-seed list must be refused, not parsed for minutes) and decoded as strict
+UTF-8, so a stray byte is one line naming the file and the byte offset, not a traceback.
+Outputs go into a staging directory beside `--out` and are moved into place only once
+all of them are written: a failure part-way leaves `--out` exactly as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from fairness._util.errors import FairnessError
+
+MiB = 1024 * 1024
+MAX_CONFIG_BYTES = 10 * MiB
+"""Suites, provider configs, manifests, baselines' results.json: far above any real one."""
+MAX_RECORDS_BYTES = 1024 * MiB
+"""One records data file (the default suite's 3,200 rows take 3.7 MB)."""
+MAX_CONFIG_ENV = "FAIRNESS_MAX_FILE_BYTES"
+"""Overrides MAX_CONFIG_BYTES (bytes) for unusually large suites."""
+
+
+def config_limit() -> int:
+    raw = os.environ.get(MAX_CONFIG_ENV, "").strip()
+    if not raw:
+        return MAX_CONFIG_BYTES
+    try:
+        value = int(raw)
+    except ValueError:
+        raise FairnessError(f"{MAX_CONFIG_ENV} must be a whole number of bytes, got {raw!r}") from None
+    if value < 1:
+        raise FairnessError(f"{MAX_CONFIG_ENV} must be positive, got {raw!r}")
+    return value
+
+
+def decode_utf8(data: bytes, source: str, *, base_offset: int = 0) -> str:
+    """Strict UTF-8; a bad byte names the file and its byte offset (from the start of the file)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = data[exc.start : exc.start + 1].hex()
+        raise FairnessError(
+            f"{source} is not UTF-8 text: byte 0x{bad} at byte offset {base_offset + exc.start}"
+        ) from None
+
+
+def read_bytes_capped(path: str | Path, limit: int | None = None, what: str = "file") -> bytes:
+    """The file's bytes, refused (without reading them) when larger than `limit`."""
+    path = Path(path)
+    limit = config_limit() if limit is None else limit
+    try:
+        if path.is_dir():
+            raise FairnessError(f"{what} `{path}` is a directory, not a file")
+        size = path.stat().st_size
+        if size > limit:
+            raise FairnessError(
+                f"{what} `{path}` is {size:,} bytes, over the {limit:,}-byte limit for input files"
+                f" (raise it with {MAX_CONFIG_ENV})"
+            )
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except FileNotFoundError:
+        raise FairnessError(f"{what} `{path}` does not exist") from None
+    except OSError as exc:
+        raise FairnessError(f"cannot read {what} `{path}`: {exc.strerror or exc}") from None
+    if len(data) > limit:  # grew while we read it (a pipe, /dev/zero …)
+        raise FairnessError(f"{what} `{path}` is over the {limit:,}-byte limit for input files")
+    return data
+
+
+def read_text_capped(path: str | Path, limit: int | None = None, what: str = "file") -> str:
+    return decode_utf8(read_bytes_capped(path, limit, what), f"{what} `{path}`")
+
+
+def _no_duplicates(source: str):
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in pairs:
+            if k in out:
+                raise FairnessError(f"{source}: duplicate key `{k}` (each key may appear once)")
+            out[k] = v
+        return out
+
+    return hook
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def loads_json(text: str, source: str) -> Any:
+    """Strict JSON: a duplicate key or NaN/Infinity is an error, never silently resolved."""
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates(source), parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise FairnessError(f"{source} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except (ValueError, RecursionError) as exc:
+        raise FairnessError(f"{source} is not valid JSON: {exc}") from None
+
+
+def read_json(path: str | Path, what: str = "file", limit: int | None = None) -> Any:
+    return loads_json(read_text_capped(path, limit, what), f"{what} `{path}`")
+
+
+# -- output paths -------------------------------------------------------------------------
+
+
+def _nearest_existing(path: Path) -> Path:
+    p = path.absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def check_output_dir(path: str | Path, flag: str = "--out") -> Path:
+    """Fail now, before any work, if `path` cannot become a directory we can write into."""
+    path = Path(path)
+    if path.exists():
+        if not path.is_dir():
+            raise FairnessError(f"{flag} `{path}` exists and is not a directory")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise FairnessError(f"{flag} `{path}` is not writable")
+        return path
+    base = _nearest_existing(path)
+    if not base.is_dir():
+        raise FairnessError(f"{flag} `{path}`: `{base}` is a file, not a directory")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise FairnessError(f"{flag} `{path}` cannot be created: `{base}` is not writable")
+    return path
+
+
+def check_output_file(path: str | Path, flag: str) -> Path:
+    """Fail now if `path` cannot be written as a file (it is a directory, or its folder is read-only)."""
+    path = Path(path)
+    if path.is_dir():
+        raise FairnessError(f"{flag} `{path}` is a directory, not a file")
+    if path.exists() and not path.is_file():
+        raise FairnessError(f"{flag} `{path}` is not a regular file (a device, pipe or socket); it would be replaced")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise FairnessError(f"{flag} `{path}` is not writable")
+    parent = path.parent if path.parent != Path("") else Path(".")
+    if parent.exists():
+        if not parent.is_dir():
+            raise FairnessError(f"{flag} `{path}`: `{parent}` is not a directory")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise FairnessError(f"{flag} `{path}`: folder `{parent}` is not writable")
+    else:
+        check_output_dir(parent, flag)
+    return path
+
+
+def _write_error(out: Path, exc: OSError) -> FairnessError:
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.ENOSPC:
+        reason = "no space left on device"
+    return FairnessError(f"cannot write the outputs to `{out}`: {reason}; nothing in `{out}` was changed")
+
+
+@contextlib.contextmanager
+def staged_outputs(out: str | Path) -> Iterator[Path]:
+    """Yield an empty staging directory; on success move each file in it into `out`.
+
+    The staging directory lies beside `out` (same filesystem, so each move is an atomic
+    rename); if that folder is read-only it lies inside `out`. On any failure the staging
+    directory is removed and `out` is left as it was. Files in `out` that the run does not
+    write (an earlier `diff/`, `junit.xml`) are kept.
+    """
+    out = check_output_dir(out)
+    parent = out.absolute().parent
+    existed = out.exists()
+    try:
+        base = parent if os.access(_nearest_existing(parent), os.W_OK) else out
+        base.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=base))
+    except OSError as exc:
+        raise _write_error(out, exc) from None
+    try:
+        yield staging
+        names = sorted(p.name for p in staging.iterdir())
+        for name in names:
+            if (out / name).is_dir() and not (staging / name).is_dir():
+                raise FairnessError(f"--out `{out}` holds a directory `{name}` where an output file goes")
+        out.mkdir(parents=True, exist_ok=True)
+        _swap_in(staging, out, names)
+    except OSError as exc:
+        if not existed:
+            with contextlib.suppress(OSError):
+                out.rmdir()  # only if still empty: we created it
+        raise _write_error(out, exc) from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+_replace = os.replace
+"""The rename used to move outputs into place (a seam for tests that simulate a failure)."""
+
+
+def _swap_in(staging: Path, out: Path, names: list[str]) -> None:
+    """Move each staged file over its old version; if one move fails, undo the others."""
+    previous = staging / ".previous"
+    previous.mkdir()
+    replaced: list[str] = []
+    placed: list[str] = []
+    try:
+        for name in names:
+            if (out / name).exists():
+                _replace(out / name, previous / name)
+                replaced.append(name)
+            _replace(staging / name, out / name)
+            placed.append(name)
+    except OSError:
+        for name in placed:
+            with contextlib.suppress(OSError):
+                _replace(out / name, staging / name)
+        for name in replaced:
+            with contextlib.suppress(OSError):
+                _replace(previous / name, out / name)
+        raise

@@ -1,0 +1,440 @@
+"""Exact intervals for the grid estimand, from per-cell per-slice counts (no per-row arrays).
+
+Estimand (the *grid estimand*): for each slice, the expected rate (or mean count) on *this
+grid's* template cells if the seeds were redrawn. The gate's rules are about this grid, not a
+population of templates: with 5 paraphrases and 4 occupations shared across cells no
+cell-level method can support the population claim (benchmarks/stats_simulation.py).
+
+Why these constructions:
+- **Korn–Graubard** rate intervals: Clopper–Pearson at the effective n = n / design effect.
+  The design effect is 1 + (m_s − 1)·ρ, with the intra-cluster correlation ρ pooled over
+  slices (one-way ANOVA on (cell, slice) clusters around each slice's own mean) and m_s the
+  slice's own cluster size (seeds per cell), floored at 1. Exact, so the lower end keeps its
+  one-sided level at rates near 0, where Wilson's does not.
+- Count metrics (mean keywords per output) use the exact Poisson (Garwood) interval on the
+  effective total, the design effect being the Pearson dispersion of the cluster totals.
+- **Worst slice**: simultaneous over the k slices (Bonferroni on the end that needs it).
+- **Gap** (max − min): paired MOVER/Newcombe differences of the slice bounds for every pair,
+  Bonferroni over the pairs; the correlation between two slices' estimates through shared
+  template cells is estimated from the cells and never allowed to shrink a difference's
+  variance below the binomial one (the grid estimand's own variance).
+- Only per (cell, slice) sums and counts are needed, so streamed aggregation can feed these.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+from scipy import special
+
+from fairness.audit._interval import Interval
+
+ESTIMAND = (
+    "grid estimand: each slice's expected rate (mean count for counts) on this suite's template cells "
+    "if the seeds were redrawn; the intervals and the gate make no claim about other prompt templates"
+)
+
+POWER = 0.8
+
+
+@dataclass(frozen=True)
+class CellCounts:
+    """One metric in one scope: per template cell × slice sums of the metric and row counts (C × S)."""
+
+    sums: np.ndarray
+    counts: np.ndarray
+    kind: str
+    """`rate` (0/1 outcomes) or `count` (non-negative counts per output)."""
+
+    @property
+    def n(self) -> np.ndarray:
+        return self.counts.sum(axis=0)
+
+    @property
+    def x(self) -> np.ndarray:
+        return self.sums.sum(axis=0)
+
+    @property
+    def values(self) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return self.x / self.n
+
+    @property
+    def cells(self) -> np.ndarray:
+        """Template cells with at least one row, per slice."""
+        return (self.counts > 0).sum(axis=0)
+
+    def pooled(self) -> CellCounts:
+        """All slices together: one cluster per template cell."""
+        return CellCounts(self.sums.sum(axis=1, keepdims=True), self.counts.sum(axis=1, keepdims=True), self.kind)
+
+
+# -- design effects -----------------------------------------------------------------------
+
+
+def icc(cc: CellCounts) -> float:
+    """ANOVA intra-cluster correlation of a 0/1 outcome, clusters = (cell, slice), pooled over slices.
+
+    Between-cluster deviations are taken from each slice's own mean, so slice differences do
+    not count as clustering. NaN when no slice has two cells; 0 when nothing varies.
+    """
+    N = cc.counts
+    ok = N > 0
+    n = cc.n
+    live = n > 0
+    K, S = int(ok.sum()), int(live.sum())
+    tot = float(n.sum())
+    df_b, df_w = K - S, tot - K
+    if df_b <= 0 or df_w <= 0:
+        return math.nan
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p_c = np.where(ok, cc.sums / np.where(ok, N, 1), 0.0)
+        p_s = np.where(live, cc.x / np.where(live, n, 1), 0.0)
+    ssb = float((N * (p_c - p_s[None, :]) ** 2).sum())
+    ssw = float((N * p_c * (1 - p_c)).sum())
+    n0 = (tot - float((N**2 / np.where(live, n, 1)[None, :]).sum())) / df_b
+    msb, msw = ssb / df_b, ssw / df_w
+    den = msb + (n0 - 1) * msw
+    return 0.0 if den <= 0 else (msb - msw) / den
+
+
+def dispersion(cc: CellCounts) -> float:
+    """Pearson dispersion of the (cell, slice) totals of a count under a Poisson model per slice."""
+    N = cc.counts
+    ok = N > 0
+    mu = cc.values
+    use = ok & (np.nan_to_num(mu)[None, :] > 0)
+    K, S = int(ok.sum()), int((cc.n > 0).sum())
+    if K - S <= 0:
+        return math.nan
+    if not use.any():
+        return 1.0
+    expected = N * np.nan_to_num(mu)[None, :]
+    x2 = float((((cc.sums - expected) ** 2)[use] / expected[use]).sum())
+    return x2 / (K - S)
+
+
+def cluster_size(cc: CellCounts) -> np.ndarray:
+    """Each slice's size-weighted mean cluster size Σ n_cs² / n_s (the seeds per cell when balanced)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (cc.counts**2).sum(axis=0) / cc.n
+
+
+def design_effects(cc: CellCounts) -> tuple[np.ndarray, float]:
+    """Per-slice design effects (≥ 1; NaN when not estimable) and the ρ (rates) or φ (counts) behind them."""
+    if cc.kind == "rate":
+        rho = icc(cc)
+        m = cluster_size(cc)
+        deff = 1.0 + (m - 1.0) * max(rho, 0.0)
+        # one row per cell: no clustering to correct for, even where ρ cannot be estimated
+        return np.where(m == 1.0, 1.0, np.where(np.isnan(rho), np.nan, np.maximum(deff, 1.0))), rho
+    phi = dispersion(cc)
+    return np.full(cc.counts.shape[1], math.nan if math.isnan(phi) else max(phi, 1.0)), phi
+
+
+# -- exact bounds at the effective n ---------------------------------------------------------
+
+
+def lower(x, n, kind: str, tail) -> np.ndarray:
+    """One-sided exact lower bound, missing with probability `tail` (Clopper–Pearson / Garwood)."""
+    x, n, tail = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (x, n, tail)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if kind == "rate":
+            b = special.betaincinv(np.where(x > 0, x, 1.0), np.maximum(n - x + 1, 1e-300), tail)
+        else:
+            b = special.gammaincinv(np.where(x > 0, x, 1.0), tail) / n
+    return np.where(n > 0, np.where(x > 0, b, 0.0), np.nan)
+
+
+def upper(x, n, kind: str, tail) -> np.ndarray:
+    """One-sided exact upper bound, missing with probability `tail`."""
+    x, n, tail = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (x, n, tail)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if kind == "rate":
+            b = special.betaincinv(x + 1, np.where(n - x > 0, n - x, 1.0), 1 - tail)
+            b = np.where(x < n, b, 1.0)
+        else:
+            b = special.gammaincinv(x + 1, 1 - tail) / n
+    return np.where(n > 0, b, np.nan)
+
+
+@dataclass(frozen=True)
+class SliceBounds:
+    """Effective counts of one metric in one scope, ready for bounds at any level."""
+
+    cc: CellCounts
+    deff: np.ndarray
+    param: float
+    """ρ for rates, φ for counts."""
+
+    @classmethod
+    def of(cls, cc: CellCounts) -> SliceBounds:
+        deff, param = design_effects(cc)
+        return cls(cc, deff, param)
+
+    @property
+    def live(self) -> np.ndarray:
+        return self.cc.n > 0
+
+    @property
+    def n_eff(self) -> np.ndarray:
+        return self.cc.n / self.deff
+
+    @property
+    def x_eff(self) -> np.ndarray:
+        return self.cc.x / self.deff
+
+    def lo(self, tail, *, deff1: bool = False) -> np.ndarray:
+        x, n = (self.cc.x, self.cc.n) if deff1 else (self.x_eff, self.n_eff)
+        return lower(x, n, self.cc.kind, tail)
+
+    def hi(self, tail, *, deff1: bool = False) -> np.ndarray:
+        x, n = (self.cc.x, self.cc.n) if deff1 else (self.x_eff, self.n_eff)
+        return upper(x, n, self.cc.kind, tail)
+
+
+def slice_intervals(sb: SliceBounds, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per-slice two-sided 1−α intervals (NaN for an empty slice or an inestimable design effect)."""
+    return sb.lo(alpha / 2), sb.hi(alpha / 2)
+
+
+def worst_interval(sb: SliceBounds, worst: str, alpha: float, *, low_tail: float | None = None,
+                   high_tail: float | None = None) -> Interval:
+    """Simultaneous interval for the worst slice's value over the non-empty slices.
+
+    `worst` is `max` (harms) or `min` (goods). The end that must hold for every slice (the
+    lower end of a max, the upper end of a min) is Bonferroni-split over the k slices; the
+    other end holds at its own level. `low_tail`/`high_tail` override the one-sided levels
+    (default α/2 each), e.g. for a Holm adjustment across families.
+    """
+    live = sb.live
+    k = int(live.sum())
+    if k == 0:
+        return Interval(math.nan, math.nan, "korn-graubard-simultaneous")
+    lt = alpha / 2 if low_tail is None else low_tail
+    ht = alpha / 2 if high_tail is None else high_tail
+    if worst == "min":
+        lo = np.min(sb.lo(lt)[live])
+        hi = np.min(sb.hi(ht / k)[live])
+    else:
+        lo = np.max(sb.lo(lt / k)[live])
+        hi = np.max(sb.hi(ht)[live])
+    return Interval(float(lo), float(hi), f"korn-graubard-simultaneous-{worst}")
+
+
+def pooled_interval(cc: CellCounts, alpha: float) -> Interval:
+    """The pooled value over all slices; clusters are whole template cells."""
+    sb = SliceBounds.of(cc.pooled())
+    lo, hi = slice_intervals(sb, alpha)
+    return Interval(float(lo[0]), float(hi[0]), "korn-graubard" if cc.kind == "rate" else "garwood-effective-n")
+
+
+# -- paired differences ---------------------------------------------------------------------
+
+
+def cluster_corr(sa: np.ndarray, na: np.ndarray, sb: np.ndarray, nb: np.ndarray) -> float:
+    """Correlation of two ratio estimates Σs/Σn over the same clusters (linearised, cluster-robust); 0 if undefined."""
+    ta, tb = na.sum(), nb.sum()
+    if ta <= 0 or tb <= 0:
+        return 0.0
+    ra = sa - na * sa.sum() / ta
+    rb = sb - nb * sb.sum() / tb
+    va, vb = float((ra**2).sum()), float((rb**2).sum())
+    if va <= 0 or vb <= 0:
+        return 0.0
+    return float((ra * rb).sum() / math.sqrt(va * vb))
+
+
+def mover(d: float, a_lo: float, a_hi: float, b_lo: float, b_hi: float, r: float) -> tuple[float, float]:
+    """Newcombe/MOVER interval for d = A − B from the distances of each estimate to its bounds.
+
+    a_lo = A − L_A, a_hi = U_A − A (same for B); r = correlation of the two estimates.
+    """
+    low = d - math.sqrt(max(a_lo**2 + b_hi**2 - 2 * r * a_lo * b_hi, 0.0))
+    high = d + math.sqrt(max(a_hi**2 + b_lo**2 - 2 * r * a_hi * b_lo, 0.0))
+    return low, high
+
+
+def capped_corr(r: float, a: float, b: float, a0: float, b0: float) -> float:
+    """Clip r to [0, r_max] so that a² + b² − 2rab never falls below a0² + b0² (the binomial floor)."""
+    if a <= 0 or b <= 0:
+        return 0.0
+    r_max = (a * a + b * b - a0 * a0 - b0 * b0) / (2 * a * b)
+    return float(min(max(r, 0.0), max(min(r_max, 1.0), 0.0)))
+
+
+def pair_difference(sb: SliceBounds, i: int, j: int, tail: float) -> tuple[float, float]:
+    """Paired interval for value_i − value_j, each end missing with probability `tail`."""
+    v = sb.cc.values
+    lo, hi, lo0, hi0 = sb.lo(tail), sb.hi(tail), sb.lo(tail, deff1=True), sb.hi(tail, deff1=True)
+    r = cluster_corr(sb.cc.sums[:, i], sb.cc.counts[:, i], sb.cc.sums[:, j], sb.cc.counts[:, j])
+    d = float(v[i] - v[j])
+    ai_lo, ai_hi, bj_lo, bj_hi = v[i] - lo[i], hi[i] - v[i], v[j] - lo[j], hi[j] - v[j]
+    r_low = capped_corr(r, ai_lo, bj_hi, v[i] - lo0[i], hi0[j] - v[j])
+    r_high = capped_corr(r, ai_hi, bj_lo, hi0[i] - v[i], v[j] - lo0[j])
+    low = d - math.sqrt(max(ai_lo**2 + bj_hi**2 - 2 * r_low * ai_lo * bj_hi, 0.0))
+    high = d + math.sqrt(max(ai_hi**2 + bj_lo**2 - 2 * r_high * ai_hi * bj_lo, 0.0))
+    return low, high
+
+
+def gap_interval(sb: SliceBounds, alpha: float, *, low_tail: float | None = None,
+                 high_tail: float | None = None) -> Interval:
+    """Simultaneous interval for max − min over the non-empty slices (needs two of them).
+
+    Lower end: the largest |difference| lower bound over the P pairs, each pair's two ends at
+    low_tail/(2P) (so the lower end misses with probability ≤ low_tail, default α/2). Upper end:
+    the largest difference upper bound at high_tail (only the true extreme pair must hold).
+    """
+    live = np.flatnonzero(sb.live)
+    if len(live) < 2:
+        return Interval(math.nan, math.nan, "paired-newcombe-simultaneous")
+    lt = alpha / 2 if low_tail is None else low_tail
+    ht = alpha / 2 if high_tail is None else high_tail
+    pairs = [(int(i), int(j)) for a, i in enumerate(live) for j in live[a + 1:]]
+    t_low = lt / (2 * len(pairs))
+    low, high = 0.0, 0.0
+    for i, j in pairs:
+        lo_ij, hi_ij = pair_difference(sb, i, j, t_low)
+        low = max(low, lo_ij, -hi_ij)
+        lo_h, hi_h = pair_difference(sb, i, j, ht)
+        high = max(high, hi_h, -lo_h)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return Interval(math.nan, math.nan, "paired-newcombe-simultaneous")
+    return Interval(low, high, "paired-newcombe-simultaneous")
+
+
+# -- multiplicity across scopes -----------------------------------------------------------------
+
+
+def level_p(beyond: Callable[[float], bool], lo: float = 1e-12) -> float:
+    """The smallest one-sided level at which `beyond(level)` holds (bisection on log level); 1 if none ≤ 0.5."""
+    if not beyond(0.5):
+        return 1.0
+    if beyond(lo):
+        return lo
+    a, b = math.log(lo), math.log(0.5)
+    for _ in range(50):
+        mid = (a + b) / 2
+        if beyond(math.exp(mid)):
+            b = mid
+        else:
+            a = mid
+    return math.exp(b)
+
+
+def holm_levels(p: list[float], total: float) -> list[float]:
+    """Holm step-down: the one-sided level each hypothesis is tested at (total = family-wise level).
+
+    Sorted by p, the j-th is tested at total/(m − j) while every earlier one was rejected; the
+    rest keep the level of the first that was not.
+    """
+    m = len(p)
+    order = sorted(range(m), key=lambda i: p[i])
+    levels = [0.0] * m
+    stop = None
+    for rank, i in enumerate(order):
+        level = total / (m - rank) if stop is None else stop
+        levels[i] = level
+        if stop is None and not p[i] < level:
+            stop = level
+    return levels
+
+
+# -- power: how many more seeds would settle it ---------------------------------------------------
+
+
+def z_of(tail: float) -> float:
+    return NormalDist().inv_cdf(1.0 - tail)
+
+
+def unit_var(value: float, kind: str) -> float:
+    """Per-row variance at a value: p(1−p) for a rate, the mean for a (Poisson) count."""
+    return value * (1 - value) if kind == "rate" else max(value, 0.0)
+
+
+def n_eff_needed(value: float, threshold: float, kind: str, tail: float, power: float = POWER, *,
+                 gap_base: float | None = None) -> float:
+    """Effective rows per slice for `power` to put the one-sided (level `tail`) bound on the far side of the threshold.
+
+    Normal approximation with the per-row variance at the threshold for the test and at the
+    value for the power: ((z_tail·√v(t) + z_power·√v(p)) / (p − t))². For a gap between a best
+    slice at `gap_base` = b and a worst one, v(d) = v(b) + v(b + d).
+    """
+    if value == threshold:
+        return math.inf
+    za, zb = z_of(tail), z_of(1 - power)
+
+    def var(x: float) -> float:
+        if gap_base is None:
+            return unit_var(x, kind)
+        top = gap_base + x
+        return unit_var(gap_base, kind) + unit_var(min(max(top, 0.0), 1.0) if kind == "rate" else max(top, 0.0), kind)
+
+    return ((za * math.sqrt(var(threshold)) + zb * math.sqrt(var(value))) / (value - threshold)) ** 2
+
+
+def seeds_needed(n_eff: float, cells: int, kind: str, param: float) -> tuple[int | None, int | None]:
+    """(rows per slice, seeds per cell) reaching `n_eff` effective rows with `cells` template cells.
+
+    Rates: the design effect grows with the seeds m: n_eff = C·m / (1 + (m−1)ρ), so
+    m = n_eff(1−ρ) / (C − n_eff·ρ); when C ≤ n_eff·ρ no number of seeds is enough (more
+    templates are). Counts: the dispersion φ is taken as fixed.
+    """
+    if not math.isfinite(n_eff) or cells <= 0:
+        return None, None
+    if kind == "rate":
+        rho = max(param, 0.0) if math.isfinite(param) else 0.0
+        den = cells - n_eff * rho
+        if den <= 0:
+            return None, None
+        m = max(1, math.ceil(n_eff * (1 - rho) / den - 1e-9))
+    else:
+        phi = max(param, 1.0) if math.isfinite(param) else 1.0
+        m = max(1, math.ceil(n_eff * phi / cells - 1e-9))
+    return m * cells, m
+
+
+def detectable(threshold: float, kind: str, tail: float, n_eff: float, side: int, power: float = POWER,
+               *, gap_base: float | None = None) -> float | None:
+    """The true value beyond (side=+1: above, −1: below) the threshold reached with `power` at `n_eff` rows.
+
+    For a gap, `gap_base` is the best slice's value and the pair variance v(b) + v(b + d).
+    """
+    if not (n_eff > 0 and math.isfinite(n_eff)):
+        return None
+    hi_lim = 1.0 if kind == "rate" or gap_base is not None else max(10 * threshold, threshold + 10.0)
+    lo_lim = 0.0
+
+    def need(v: float) -> float:
+        return n_eff_needed(v, threshold, kind, tail, power, gap_base=gap_base)
+
+    a, b = (threshold, hi_lim) if side > 0 else (lo_lim, threshold)
+    far = b if side > 0 else a
+    if need(far) > n_eff:
+        return None
+    near_side, far_side = (a, b) if side > 0 else (b, a)
+    for _ in range(60):
+        mid = (near_side + far_side) / 2
+        if need(mid) > n_eff:
+            near_side = mid
+        else:
+            far_side = mid
+    return far_side
+
+
+# -- adapter from rows (the only per-row code here; streamed aggregation can replace it) --------------
+
+
+def cell_counts(cluster: np.ndarray, slice_codes: np.ndarray, Y: np.ndarray, n_slices: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per (cell, slice) sums (C × S × M) and counts (C × S) over the given rows; cells renumbered densely."""
+    _, cl = np.unique(cluster, return_inverse=True)
+    C = int(cl.max()) + 1 if len(cl) else 0
+    key = cl * n_slices + slice_codes
+    T = np.zeros((C * n_slices, Y.shape[1]))
+    np.add.at(T, key, Y)
+    N = np.bincount(key, minlength=C * n_slices).astype(np.float64)
+    return T.reshape(C, n_slices, Y.shape[1]), N.reshape(C, n_slices)
