@@ -3,6 +3,14 @@
     python benchmarks/gpu_generation_check.py                 # on one H200 (a few minutes)
     python benchmarks/gpu_generation_check.py --tiny          # CPU smoke test of the same code
 
+With vLLM installed (`pip install vllm`), the same command also times the scale-out recipe
+of the nightly workflow: a `vllm serve` OpenAI-compatible server (same shapes, random
+weights via `--load-format dummy`) recorded through our `openai` engine with `--base-url`,
+per-request seeds and bounded concurrency (`--vllm-concurrency`). vLLM cannot force a
+minimum length through the OpenAI API our engine speaks, so its rows end at EOS or at the
+budget; with random weights EOS is rare (1 of 152k ids), and the projection scales by the
+tokens actually generated.
+
 No weights or hub access are needed: the model is a Qwen2ForCausalLM with Qwen2.5-7B's
 shapes (hidden 3584, 28 layers, 28 heads, 4 KV heads, MLP 18944, vocab 152064) and random
 bfloat16 weights. Generation cost depends on shapes and lengths, not on weight values, and
@@ -24,9 +32,15 @@ would need well over ten minutes for all 256 rows.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
+import socket
+import subprocess
 import sys
+import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +144,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-sizes", default="16,64,256")
     parser.add_argument("--grid-rows", type=int, default=3200, help="rows of the grid whose wall time is projected")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--vllm", choices=["auto", "yes", "no"], default="auto",
+                        help="also time the vLLM server + openai engine path (auto: when vLLM is installed, on CUDA)")
+    parser.add_argument("--vllm-concurrency", type=int, default=64, help="requests in flight to the vLLM server")
     args = parser.parse_args(argv)
 
     import torch
@@ -161,9 +178,75 @@ def main(argv: list[str] | None = None) -> None:
         runs[f"batched {bs}"] = time_engine(engine, with_budget(grid_rows(args.rows, bs), args.new_tokens), suite.system_prompt)
         print(f"batch {bs}: {runs[f'batched {bs}']}", file=sys.stderr, flush=True)
 
+    want_vllm = args.vllm == "yes" or (args.vllm == "auto" and device == "cuda" and importlib.util.find_spec("vllm"))
+    if want_vllm:
+        del model, warm, loop, engine  # hand the GPU memory to the vLLM server
+        if device == "cuda":
+            torch.cuda.empty_cache()
+        runs[f"vllm server, {args.vllm_concurrency} in flight"] = time_vllm(shape, tokenizer, args, suite.system_prompt)
+    elif args.vllm == "auto":
+        print("vLLM path skipped: " + ("no CUDA device" if device != "cuda" else "vllm is not installed"), file=sys.stderr)
+
     report(runs, args, device, shape)
     if args.json:
         args.json.write_text(json.dumps({"device": device, "shape": shape, "new_tokens": args.new_tokens, "runs": runs}, indent=2))
+
+
+def time_vllm(shape: dict[str, Any], tokenizer: Any, args: argparse.Namespace, system_prompt: str) -> dict[str, float]:
+    """Serve the same shapes with random weights from `vllm serve`, record rows through our openai engine."""
+    from transformers import Qwen2Config
+
+    from fairness.generate.engines.hosted import ProviderConfig
+    from fairness.generate.engines.openai_engine import OpenAIEngine
+
+    with tempfile.TemporaryDirectory() as model_dir:
+        Qwen2Config(**shape, torch_dtype="bfloat16", architectures=["Qwen2ForCausalLM"]).save_pretrained(model_dir)
+        tokenizer.save_pretrained(model_dir)
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        log = open(Path(model_dir) / "vllm.log", "w")  # noqa: SIM115 - lives as long as the server
+        server = subprocess.Popen(
+            ["vllm", "serve", model_dir, "--served-model-name", "qwen-shape", "--load-format", "dummy",
+             "--dtype", "bfloat16", "--seed", "0", "--generation-config", "vllm", "--max-model-len", "4096",
+             "--host", "127.0.0.1", "--port", str(port)],
+            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "VLLM_NO_USAGE_STATS": "1"},
+        )
+        try:
+            _wait_healthy(f"http://127.0.0.1:{port}/health", server, Path(model_dir) / "vllm.log")
+            engine = OpenAIEngine(
+                "qwen-shape",
+                ProviderConfig(base_url=f"http://127.0.0.1:{port}/v1", concurrency=args.vllm_concurrency, timeout_s=3600),
+                None,
+            )
+            print(f"vLLM server: {engine.server_info()}", file=sys.stderr)
+            rows = with_budget(grid_rows(args.rows, args.vllm_concurrency), args.new_tokens)
+            warm_rows = with_budget(grid_rows(4, 4), 4)
+            for batch in engine.plan(warm_rows):
+                engine.generate(batch, system_prompt)
+            result = time_engine(engine, rows, system_prompt)
+            engine.close()
+        finally:
+            server.terminate()
+            server.wait(timeout=120)
+            log.close()
+    mean = result["tokens"] / result["rows"]
+    print(f"vllm: {result} (mean {mean:.0f} of {args.new_tokens} tokens per row)", file=sys.stderr, flush=True)
+    # project at the full budget: rows that stopped early were cheaper than the worst case
+    return {**result, "rows_per_s": result["rows_per_s"] * mean / args.new_tokens}
+
+
+def _wait_healthy(url: str, server: subprocess.Popen, log: Path, timeout: float = 900) -> None:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if server.poll() is not None:
+            raise SystemExit(f"vllm serve exited ({server.returncode}):\n{log.read_text()[-4000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            time.sleep(2)
+    raise SystemExit(f"vllm serve was not healthy after {timeout:.0f} s:\n{log.read_text()[-4000:]}")
 
 
 def report(runs: dict[str, dict[str, float]], args: argparse.Namespace, device: str, shape: dict[str, Any]) -> None:

@@ -76,6 +76,19 @@ def _value(tok: str, context: dict[str, Any]) -> Any:
     return _lookup(tok, context)
 
 
+class _Text(str):
+    """A string that compares case-insensitively, as GitHub's `==` and `!=` do, but keeps its case
+    when `||` / `&&` return it (`vars.MODEL || 'Org/Model'` is the value, not its lower case)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and self.lower() == other.lower()
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = str.__hash__
+
+
 def evaluate(expr: str, context: dict[str, Any]) -> Any:
     """The subset of the expression language action.yml uses: context paths, string and number
     literals, `==`, `!=`, `!`, `&&`, `||` and parentheses (GitHub compares strings case-insensitively)."""
@@ -101,9 +114,10 @@ def evaluate(expr: str, context: dict[str, Any]) -> Any:
             py.append(ops[tok])
             continue
         v = _value(tok, context)
-        values.append(v.lower() if isinstance(v, str) else v)
+        values.append(_Text(v) if isinstance(v, str) else v)
         py.append(f"_v[{len(values) - 1}]")
-    return eval("".join(py), {"__builtins__": {}}, {"_v": values})  # only whitelisted tokens reach it
+    result = eval("".join(py), {"__builtins__": {}}, {"_v": values})  # only whitelisted tokens reach it
+    return str(result) if isinstance(result, _Text) else result
 
 
 def interpolate(text: str, context: dict[str, Any]) -> str:

@@ -27,9 +27,11 @@ import yaml
 from conftest import DEFAULT_RECORDINGS, REPO, write_recording_set
 from paper_grid import paper_text_for
 
+from fairness._util.errors import FairnessError
 from fairness.action import _commands as _gha
 from fairness.action import _main as _action
-from fairness.action._pr_comment import MARKER, CommentSkipped, comment_body, upsert_comment
+from fairness.action._artifact import artifact_name
+from fairness.action._pr_comment import CommentSkipped, comment_body, marker, upsert_comment, write_payload
 from fairness.report._junit import junit_xml
 
 CLEAN = "A capable professional who communicates clearly."
@@ -417,8 +419,15 @@ def test_run_cli_writes_junit(tmp_path, recordings):
 # -- sticky PR comment ----------------------------------------------------------------
 
 
+BOT = "github-actions[bot]"
+
+
 class FakeGitHub:
-    """Issue comments of one repository, served on 127.0.0.1 with 2 comments a page."""
+    """Issue comments of one repository, served on 127.0.0.1 with 2 comments a page.
+
+    Like GitHub: `GET /user` answers a personal access token (listed in `users`) and refuses
+    GITHUB_TOKEN (403), whose comments are by github-actions[bot]; editing someone else's
+    comment is refused (403)."""
 
     PAGE = 2
 
@@ -427,6 +436,8 @@ class FakeGitHub:
         self.calls: list[tuple[str, str]] = []
         self.deny: dict[str, int] = {}
         self.auth: set[str] = set()
+        self.users: dict[str, str] = {}  # token -> login
+        self.head_sha = "a" * 40
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -450,6 +461,14 @@ class FakeGitHub:
                     return self._send(fake.deny[method], {"message": "Resource not accessible by integration"})
                 url = urlsplit(self.path)
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"null")
+                token = self.headers.get("Authorization", "").removeprefix("Bearer ")
+                login = fake.users.get(token, BOT)
+                if method == "GET" and url.path == "/user":
+                    if token in fake.users:
+                        return self._send(200, {"login": login})
+                    return self._send(403, {"message": "Resource not accessible by integration"})
+                if method == "GET" and url.path == "/repos/o/r/pulls/7":
+                    return self._send(200, {"number": 7, "head": {"sha": fake.head_sha}})
                 if method == "GET" and url.path == "/repos/o/r/issues/7/comments":
                     page = int(parse_qs(url.query).get("page", ["1"])[0])
                     items = fake.comments[(page - 1) * fake.PAGE : page * fake.PAGE]
@@ -457,11 +476,13 @@ class FakeGitHub:
                     link = {"Link": f'<{fake.url}/repos/o/r/issues/7/comments?per_page=100&page={page + 1}>; rel="next"'} if more else {}
                     return self._send(200, items, link)
                 if method == "POST" and url.path == "/repos/o/r/issues/7/comments":
-                    fake.comments.append({"id": 100 + len(fake.comments), "body": body["body"]})
+                    fake.comments.append({"id": 100 + len(fake.comments), "body": body["body"], "user": {"login": login}})
                     return self._send(201, fake.comments[-1])
                 m = re.match(r"^/repos/o/r/issues/comments/(\d+)$", url.path)
                 if method == "PATCH" and m:
                     c = next(c for c in fake.comments if c["id"] == int(m.group(1)))
+                    if (c.get("user") or {}).get("login") != login:
+                        return self._send(403, {"message": "Resource not accessible by integration"})
                     c["body"] = body["body"]
                     return self._send(200, c)
                 return self._send(404, {"message": "Not Found"})
@@ -495,14 +516,18 @@ def github(tmp_path):
     fake.close()
 
 
+def _ours(fake: FakeGitHub, tag: str = "default") -> list[dict]:
+    return [c for c in fake.comments if c["body"].startswith(marker(tag) + "\n")]
+
+
 class TestPRComment:
     def test_create_then_update_in_place(self, github):
         fake, env = github
-        fake.comments = [{"id": i, "body": f"other {i}"} for i in range(1, 4)]
+        fake.comments = [{"id": i, "body": f"other {i}", "user": {"login": "alice"}} for i in range(1, 4)]
         assert upsert_comment("first", env, "tok") == "created"
         assert upsert_comment("second", env, "tok") == "updated"  # found on page 2
-        ours = [c for c in fake.comments if MARKER in c["body"]]
-        assert len(fake.comments) == 4 and len(ours) == 1 and "second" in ours[0]["body"]
+        (ours,) = _ours(fake)
+        assert len(fake.comments) == 4 and "second" in ours["body"] and ours["user"]["login"] == BOT
         assert ("GET", "/repos/o/r/issues/7/comments?per_page=100&page=2") in fake.calls
         assert [m for m, _ in fake.calls].count("PATCH") == 1 and fake.auth == {"Bearer tok"}
 
@@ -518,6 +543,52 @@ class TestPRComment:
         (cmd,) = workflow_commands(out.getvalue())
         assert cmd.name == "notice" and "skipping the pull-request comment" in cmd.message
 
+    def test_a_human_comment_with_the_marker_is_never_touched(self, github):
+        fake, env = github
+        quoted = f"> {marker('default')}\n> the bot said this"
+        pasted = f"{marker('default')}\ncopied the bot's comment"
+        fake.comments = [{"id": 1, "body": quoted, "user": {"login": "alice"}},
+                         {"id": 2, "body": pasted, "user": {"login": "alice"}}]
+        out = io.StringIO()
+        inputs = _action.read_inputs({"FAIRNESS_RECORDINGS": "rec", "FAIRNESS_COMMENT_ON_PR": "true",
+                                      "FAIRNESS_GITHUB_TOKEN": "tok"})
+        _action._comment("verdict", inputs, env, out)
+        assert [c.name for c in workflow_commands(out.getvalue())] == []  # no notice: nothing was refused
+        assert "pull-request comment created" in out.getvalue()
+        assert [c["body"] for c in fake.comments[:2]] == [quoted, pasted]
+        assert [c["id"] for c in _ours(fake) if c["user"]["login"] == BOT] == [102]
+        assert "PATCH" not in [m for m, _ in fake.calls]
+
+    def test_two_tags_keep_two_comments(self, github):
+        fake, env = github
+        assert upsert_comment("suite A v1", env, "tok", tag="suite-a") == "created"
+        assert upsert_comment("suite B v1", env, "tok", tag="suite-b") == "created"
+        assert upsert_comment("suite A v2", env, "tok", tag="suite-a") == "updated"
+        assert [c["body"] for c in fake.comments] == [comment_body("suite A v2", "suite-a"),
+                                                      comment_body("suite B v1", "suite-b")]
+
+    def test_the_tag_defaults_to_the_job_id(self, github):
+        fake, env = github
+        assert upsert_comment("x", {**env, "GITHUB_JOB": "fairness"}, "tok") == "created"
+        assert fake.comments[0]["body"].startswith("<!-- llm-fairness-check tag=fairness -->\n")
+
+    def test_a_personal_token_updates_only_its_own_comment(self, github):
+        fake, env = github
+        fake.users["pat-1"] = "octocat"
+        fake.comments = [{"id": 1, "body": comment_body("by the workflow"), "user": {"login": BOT}}]
+        assert upsert_comment("by the PAT", env, "pat-1") == "created"
+        assert upsert_comment("by the PAT again", env, "pat-1") == "updated"
+        assert [(c["user"]["login"], c["body"]) for c in fake.comments] == [
+            (BOT, comment_body("by the workflow")), ("octocat", comment_body("by the PAT again"))]
+        assert ("GET", "/user") in fake.calls
+
+    def test_comment_author_names_an_app_identity(self, github):
+        fake, env = github
+        fake.users["app-token"] = "our-app[bot]"  # stands in for an App token's posts
+        fake.comments = [{"id": 1, "body": comment_body("old"), "user": {"login": "our-app[bot]"}}]
+        assert upsert_comment("new", env, "app-token", author="our-app[bot]") == "updated"
+        assert ("GET", "/user") not in fake.calls and fake.comments[0]["body"] == comment_body("new")
+
     def test_not_a_pull_request(self, github, tmp_path):
         _, env = github
         (tmp_path / "push.json").write_text(json.dumps({"ref": "refs/heads/main"}))
@@ -526,14 +597,107 @@ class TestPRComment:
 
     def test_long_bodies_are_cut_under_the_limit(self):
         body = comment_body("\n".join("z" * 99 for _ in range(2000)))
-        assert body.startswith(MARKER) and len(body) <= 65536 and "truncated" in body
+        assert body.startswith(marker("default")) and len(body) <= 65536 and "truncated" in body
+
+    @pytest.mark.parametrize("tag", ["a b", "x-->", "", "-lead", "é"])
+    def test_bad_tags_are_refused(self, tag):
+        with pytest.raises(FairnessError, match="comment tag"):
+            marker(tag)
 
     def test_entrypoint_posts_the_summary(self, tmp_path, recordings, github):
         fake, env = github
+        env = {**env, "GITHUB_JOB": "fairness"}
         r = run_action(tmp_path, _inputs(recordings["clean"], **{"comment-on-pr": "true", "github-token": "tok-123456789"}), env)
         assert r.code == 0, r.stdout
         (comment,) = fake.comments
-        assert comment["body"].startswith(MARKER) and "**PASS**" in comment["body"]
+        assert comment["body"].startswith(marker("fairness") + "\n") and "**PASS**" in comment["body"]
+        payload = json.loads((Path(r.outputs["results-path"]).parent / "pr-comment.json").read_text())
+        assert (payload["pr"], payload["tag"], payload["repository"]) == (7, "fairness", "o/r")
+        assert comment_body(payload["body"], "fairness") == comment["body"]
+        assert r.outputs["artifact-name"] == "fairness-fairness-fairness-cards-qwen-v0.1"
+
+    def test_bad_comment_tag_input_exits_2(self, tmp_path, recordings):
+        r = run_action(tmp_path, _inputs(recordings["clean"], **{"comment-tag": "two words"}))
+        assert r.code == 2 and r.outputs["gate-status"] == "error"
+        (err,) = r.named("error")
+        assert "comment tag 'two words'" in err.message
+
+
+class TestForkComment:
+    """The workflow_run recipe: the fork's run leaves pr-comment.json, a trusted run posts it."""
+
+    @pytest.fixture
+    def artifact(self, tmp_path, github):
+        fake, env = github
+        event = json.loads(Path(env["GITHUB_EVENT_PATH"]).read_text())
+        event["pull_request"]["head"] = {"sha": fake.head_sha}
+        Path(env["GITHUB_EVENT_PATH"]).write_text(json.dumps(event))
+        art = tmp_path / "artifact"
+        art.mkdir()
+        assert write_payload(art, "**PASS** from the fork", {**env, "GITHUB_JOB": "check"}, "") == art / "pr-comment.json"
+        return art
+
+    def _cli(self, env: dict[str, str], *argv: str) -> subprocess.CompletedProcess:
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "GH_")) and "proxy" not in k.lower()}
+        return subprocess.run([sys.executable, "-m", "fairness.cli", "comment", *argv], cwd=REPO, capture_output=True,
+                              text=True, check=False, timeout=60,
+                              env={**base, "GITHUB_API_URL": env["GITHUB_API_URL"], "GITHUB_REPOSITORY": "o/r",
+                                   "GITHUB_TOKEN": "tok"})
+
+    def test_posts_when_the_head_commit_matches(self, github, artifact):
+        fake, env = github
+        proc = self._cli(env, "--from-artifact", str(artifact), "--head-sha", fake.head_sha)
+        assert (proc.returncode, proc.stdout) == (0, "pull-request #7: comment created\n"), proc.stderr
+        proc = self._cli(env, "--from-artifact", str(artifact), "--head-sha", fake.head_sha)
+        assert (proc.returncode, proc.stdout) == (0, "pull-request #7: comment updated\n"), proc.stderr
+        assert [c["body"] for c in fake.comments] == [comment_body("**PASS** from the fork", "check")]
+
+    def test_refuses_a_pr_whose_head_is_another_commit(self, github, artifact):
+        fake, env = github
+        proc = self._cli(env, "--from-artifact", str(artifact), "--head-sha", "b" * 40)
+        assert proc.returncode == 2 and "refusing to post" in proc.stderr and len(proc.stderr.splitlines()) == 1
+        assert fake.comments == [] and "POST" not in [m for m, _ in fake.calls]
+
+    def test_an_explicit_pr_must_match_the_artifact(self, github, artifact):
+        fake, env = github
+        proc = self._cli(env, "--from-artifact", str(artifact), "--pr", "8")
+        assert proc.returncode == 2 and "is for pull request #7, not #8" in proc.stderr
+        proc = self._cli(env, "--from-artifact", str(artifact), "--pr", "7", "--tag", "nightly")
+        assert proc.returncode == 0, proc.stderr
+        assert fake.comments[0]["body"] == comment_body("**PASS** from the fork", "nightly")
+
+    def test_unverified_or_missing_artifacts_exit_2(self, github, artifact, tmp_path):
+        _, env = github
+        proc = self._cli(env, "--from-artifact", str(artifact))
+        assert proc.returncode == 2 and "--head-sha" in proc.stderr
+        proc = self._cli(env, "--from-artifact", str(tmp_path / "nowhere"), "--pr", "7")
+        assert proc.returncode == 2 and "pr-comment.json not found" in proc.stderr
+        (artifact / "pr-comment.json").write_text(json.dumps({"pr": "7", "head_sha": "", "tag": "t", "body": ""}))
+        proc = self._cli(env, "--from-artifact", str(artifact), "--pr", "7")
+        assert proc.returncode == 2 and "`pr` is missing or not a int" in proc.stderr
+
+    def test_no_payload_outside_pull_requests(self, tmp_path):
+        (tmp_path / "push.json").write_text(json.dumps({"ref": "refs/heads/main"}))
+        assert write_payload(tmp_path, "x", {"GITHUB_EVENT_PATH": str(tmp_path / "push.json")}, "t") is None
+        assert not (tmp_path / "pr-comment.json").exists()
+
+
+class TestArtifact:
+    @pytest.mark.parametrize("job,suite,tag,name", [
+        ("fairness", "fairness-cards/qwen-v0.1", "fairness", "fairness-fairness-fairness-cards-qwen-v0.1"),
+        ("audit", "suites/our suite.yaml", "nightly", "fairness-audit-suites-our-suite.yaml-nightly"),
+        ("", "C:\\x\\s.yaml", "default", "fairness-job-C-x-s.yaml"),
+    ])
+    def test_names_are_per_job_and_suite_and_safe(self, job, suite, tag, name):
+        assert artifact_name({"GITHUB_JOB": job}, suite, tag) == name
+
+    def test_upload_artifact_false_sets_no_name(self, tmp_path, recordings):
+        r = run_action(tmp_path, _inputs(recordings["clean"], **{"upload-artifact": "false"}))
+        assert r.code == 0 and "artifact-name" not in r.outputs
+
+    def test_upload_artifact_must_be_boolean(self, tmp_path, recordings):
+        r = run_action(tmp_path, _inputs(recordings["clean"], **{"upload-artifact": "yes"}))
+        assert r.code == 2 and "input `upload-artifact` must be true or false" in r.named("error")[0].message
 
 
 # -- action.yml, workflows, Dockerfile ------------------------------------------------
@@ -564,7 +728,17 @@ class TestActionYml:
     def test_outputs_map_to_the_entrypoint_step(self):
         doc = _load(REPO / "action.yml")
         for name, spec in doc["outputs"].items():
-            assert spec["value"] == f"${{{{ steps.fairness.outputs.{name} }}}}" and spec["description"]
+            step = "upload" if name in ("artifact-id", "artifact-url") else "fairness"
+            assert spec["value"] == f"${{{{ steps.{step}.outputs.{name} }}}}" and spec["description"]
+
+    def test_the_card_is_uploaded_even_when_the_gate_fails(self):
+        steps = _load(REPO / "action.yml")["runs"]["steps"]
+        upload = next(s for s in steps if s.get("id") == "upload")
+        assert upload["uses"].startswith("actions/upload-artifact@")
+        assert upload["if"] == "always() && inputs.upload-artifact == 'true' && steps.fairness.outputs.artifact-name != ''"
+        assert upload["with"] == {"name": "${{ steps.fairness.outputs.artifact-name }}", "path": "${{ inputs.out-dir }}",
+                                  "if-no-files-found": "warn"}
+        assert [s.get("id") for s in steps][-2:] == ["fairness", "upload"]
 
     def test_inputs_are_documented(self):
         doc = _load(REPO / "action.yml")
@@ -624,6 +798,15 @@ class TestLinters:
     def test_actionlint(self):
         proc = subprocess.run([_tool("actionlint")], cwd=REPO, capture_output=True, text=True, check=False, timeout=120)
         assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    def test_example_workflows(self):
+        examples = sorted(str(p) for p in (REPO / "docs" / "examples").glob("*.yml"))
+        assert len(examples) == 2
+        proc = subprocess.run([_tool("actionlint"), *examples], cwd=REPO, capture_output=True, text=True, check=False, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        proc = subprocess.run([_tool("zizmor"), "--offline", "--no-progress", *examples], cwd=REPO, capture_output=True,
+                              text=True, check=False, timeout=120)
+        assert proc.returncode == 0 and "No findings" in proc.stdout, proc.stdout + proc.stderr
 
     def test_zizmor(self):
         proc = subprocess.run([_tool("zizmor"), "--offline", "--no-progress", "."], cwd=REPO, capture_output=True, text=True, check=False, timeout=120)

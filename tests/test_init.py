@@ -58,18 +58,25 @@ def test_pr_workflow_pins_the_action_read_only_fork_safe_full_history(tmp_path, 
     ]
 
 
+def steps_named(job: dict) -> dict:
+    return {s.get("name", s.get("uses")): s for s in job["steps"]}
+
+
 @pytest.mark.parametrize("provider", list(PROVIDERS))
 def test_regeneration_workflow_per_provider(tmp_path, provider):
     assert init(tmp_path, *PROVIDERS[provider]) == 0
     _, regen = workflows(tmp_path)
     assert set(regen[True]) == {"workflow_dispatch", "schedule"} and regen[True]["schedule"] == [{"cron": "17 4 * * 1"}]
     job = regen["jobs"]["regenerate"]
-    assert job["permissions"] == {"contents": "write", "pull-requests": "write"}
+    assert job["permissions"] == {"contents": "read"}  # the PR is opened with secrets.FAIRNESS_PR_TOKEN
+    assert "llm-fairness-check open-pr" in steps_named(job)["Open a pull request with the new recordings"]["run"]
     steps = {s.get("name", s.get("uses")): s for s in job["steps"]}
     pinned = steps["Check out llm-fairness-check at the pinned commit"]["with"]
     assert (pinned["repository"], pinned["ref"]) == ("acme/llm-fairness-check", SHA)
     record = steps["Record"]
-    secrets = {k: v for k, v in record["env"].items() if k != "FAIRNESS_ALLOW_LIVE"}
+    secrets = {k: v for k, v in record["env"].items() if k not in ("FAIRNESS_ALLOW_LIVE", "MODEL_REVISION")}
+    assert ("MODEL_REVISION" in record["env"]) == (provider == "local")
+    assert "llm-fairness-check regenerate" in record["run"] and '--out "$RECORDINGS"' in record["run"]
     expected = {
         "openai": ("ubuntu-latest", {"OPENAI_API_KEY": "${{ secrets.OPENAI_API_KEY }}"}, "--engine openai", "[hosted]"),
         "anthropic": ("ubuntu-latest", {"ANTHROPIC_API_KEY": "${{ secrets.CLAUDE_KEY }}"}, "--engine anthropic", "[hosted]"),

@@ -95,5 +95,27 @@ def test_the_cli_generates_with_the_opt_in(tmp_path, model_path, monkeypatch, ca
     monkeypatch.delenv("FAIRNESS_ALLOW_LIVE", raising=False)
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(TINY))
     code = main(["generate", "--suite", str(tmp_path / "s.yaml"), "--model", "smollm2", "--out", str(tmp_path / "g"),
-                 "--live", "--max-rows", "1", "--threads", "2", "--no-progress"])
+                 "--live", "--max-rows", "1", "--threads", "2", "--device", "cpu", "--no-progress"])
     assert code == 0 and "1/6 rows recorded (incomplete)" in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("model_path")
+def test_regenerate_in_place_records_the_weights_checksum(tmp_path, monkeypatch, capsys):
+    from fairness.cli import main
+    from fairness.generate import _model_fetch as _models
+    from fairness.recordings._store import read_manifest
+
+    monkeypatch.setenv("FAIRNESS_ALLOW_LIVE", "1")
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({**TINY, "seeds": [1]}))
+    out = tmp_path / "recordings" / "smollm2"
+    argv = ["generate", "--suite", str(tmp_path / "s.yaml"), "--model", "smollm2", "--out", str(out), "--threads", "2",
+            "--device", "cpu", "--no-progress"]
+    assert main(argv) == 0
+    first = (out / RECORDS).read_bytes()
+    assert main([*argv, "--regenerate"]) == 0
+    assert f"rewrote `{out}` in place" in capsys.readouterr().out
+    assert (out / RECORDS).read_bytes() == first  # same model, seeds and plan: the same bytes, in the same place
+    model = read_manifest(out).model
+    known = _models.KNOWN_MODELS["smollm2"]
+    assert model.weights == {known.filename: known.sha256} and model.revision is None
+    assert sorted(p.name for p in out.parent.iterdir()) == ["smollm2"]

@@ -39,9 +39,13 @@ def json_number(x: Any, digits: int = 6) -> float | None:
     return round(x, digits) if math.isfinite(x) else None
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""What `json.dumps(..., sort_keys=True, separators=(",", ":"), ensure_ascii=False)` builds per call."""
+
+
 def canonical_json(value: Any) -> str:
     """Compact JSON with sorted keys and integral floats written as ints."""
-    return json.dumps(_canon(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(_canon(value))
 
 
 def sha256_text(text: str) -> str:

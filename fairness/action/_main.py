@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from fairness._util.errors import FairnessError
 from fairness.action import _commands as _gha
+from fairness.action._artifact import artifact_name
 from fairness.action._env import input_value
+from fairness.action._pr_comment import default_tag, write_payload
 from fairness.audit._gate import FailOn, State
 from fairness.audit._options import DEFAULT_PERMUTATIONS, AuditOptions
 from fairness.audit._stats import DEFAULT_B
@@ -47,6 +49,9 @@ ENV = {
     "comment-on-pr": "FAIRNESS_COMMENT_ON_PR",
     "python-version": "FAIRNESS_PYTHON_VERSION",
     "github-token": "FAIRNESS_GITHUB_TOKEN",
+    "comment-tag": "FAIRNESS_COMMENT_TAG",
+    "comment-author": "FAIRNESS_COMMENT_AUTHOR",
+    "upload-artifact": "FAIRNESS_UPLOAD_ARTIFACT",
 }
 """Action input → environment variable. Composite actions get no INPUT_* variables; a container
 started as a Docker action (or by `docker run -e INPUT_...`) does: `_env.input_value` reads both."""
@@ -85,6 +90,9 @@ class Inputs:
     comment_on_pr: bool
     python_version: str
     github_token: str
+    comment_tag: str = "default"
+    comment_author: str = ""
+    upload_artifact: bool = True
 
 
 # -- inputs ---------------------------------------------------------------------------
@@ -160,6 +168,9 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         comment_on_pr=_bool("comment-on-pr", _raw(env, "comment-on-pr")),
         python_version=_raw(env, "python-version"),
         github_token=(input_value(env, "github-token", ENV["github-token"]) or "").strip(),
+        comment_tag=default_tag(env, _raw(env, "comment-tag")),
+        comment_author=_raw(env, "comment-author"),
+        upload_artifact=_bool("upload-artifact", _raw(env, "upload-artifact", "true")),
     )
     audit_options(inputs)  # the library validates every range before anything runs
     return inputs
@@ -223,7 +234,7 @@ def _comment(markdown: str, inputs: Inputs, env: Mapping[str, str], out: TextIO)
     from fairness.action._pr_comment import CommentSkipped, upsert_comment
 
     try:
-        what = upsert_comment(markdown, env, inputs.github_token)
+        what = upsert_comment(markdown, env, inputs.github_token, inputs.comment_tag, inputs.comment_author)
         _gha.log(f"pull-request comment {what}", out)
     except CommentSkipped as exc:
         _gha.command("notice", f"skipping the pull-request comment: {exc}", out, title="llm-fairness-check")
@@ -348,6 +359,7 @@ def _report(run: _Run, env: Mapping[str, str], out: TextIO) -> None:
         _gha.append_summary(env["GITHUB_STEP_SUMMARY"], markdown)
     annotate(run.results, out)
     _gha.command("notice", f"gate {run.state}, exit code {run.code}", out, title="Fairness gate")
+    write_payload(dest, markdown, env, run.inputs.comment_tag)  # for the fork (workflow_run) recipe
     if run.inputs.comment_on_pr:
         _comment(markdown, run.inputs, env, out)
     outputs = {
@@ -360,6 +372,8 @@ def _report(run: _Run, env: Mapping[str, str], out: TextIO) -> None:
         "summary-path": str((dest / "summary.md").resolve()),
         "junit-path": str((dest / "junit.xml").resolve()),
     }
+    if run.inputs.upload_artifact:
+        outputs["artifact-name"] = artifact_name(env, run.inputs.suite, run.inputs.comment_tag)
     if run.diff_state is not None:
         outputs["diff-status"] = run.diff_state
         outputs["diff-path"] = str((dest / "diff" / "diff.json").resolve())

@@ -1,9 +1,20 @@
-"""One sticky pull-request comment, updated in place on every run.
+"""One sticky pull-request comment per tag, updated in place on every run.
 
-The comment is found by a hidden marker, so reruns edit it instead of piling up new
-ones. A comment is a courtesy, never the verdict: missing permissions (forks get a
-read-only token: 403/404) or any other API trouble is reported and skipped, and never
-fails the check.
+The comment is found by a hidden marker on its first line that carries a tag (default:
+the job id), so reruns edit it instead of piling up new ones and two invocations on one
+pull request keep separate comments. Only a comment written by the token's own identity
+is ever updated: anyone can quote the marker, and editing their comment would fail (or,
+with a maintainer's token, rewrite it).
+
+Whose identity: `GET /user` names the owner of a personal access token, but refuses the
+workflow's GITHUB_TOKEN (an installation token, 403), whose comments are authored by
+`github-actions[bot]`; that is the fallback. A GitHub App token posts as `<slug>[bot]`,
+which the `comment-author` input names.
+
+A comment is a courtesy, never the verdict: missing permissions (forks get a read-only
+token: 403/404) or any other API trouble is reported and skipped, and never fails the
+check. Fork pull requests get their comment from a `workflow_run` workflow instead, which
+reads the `pr-comment.json` the check leaves in its artifact (`post_from_artifact`).
 """
 
 from __future__ import annotations
@@ -18,7 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fairness._util.errors import FairnessError
+
 MARKER = "<!-- llm-fairness-check -->"
+"""The untagged marker of earlier versions; never matched now (it named no author or tag)."""
+DEFAULT_AUTHOR = "github-actions[bot]"
+"""Who GITHUB_TOKEN's comments are by; `GET /user` refuses that token."""
+PAYLOAD = "pr-comment.json"
+"""What the check leaves in its out-dir for a `workflow_run` workflow to post."""
+_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 COMMENT_LIMIT = 65536
 """GitHub rejects a comment body longer than this many characters."""
 _TIMEOUT = 30
@@ -70,21 +89,61 @@ def _next_link(headers: Mapping[str, str], api_url: str) -> str | None:
     return None
 
 
-def find_comment(gh: GitHub, number: int) -> int | None:
-    """The id of our marked comment on the PR, walking every page of comments."""
+def check_tag(tag: str) -> str:
+    """A tag goes into an HTML comment and an artifact name: letters, digits, `.`, `_`, `-`."""
+    if not _TAG.match(tag):
+        raise FairnessError(
+            f"comment tag {tag!r} must be 1-100 letters, digits, `.`, `_` or `-`, starting with a letter or digit"
+        )
+    return tag
+
+
+def default_tag(env: Mapping[str, str], tag: str = "") -> str:
+    """The given tag, else the job id (GITHUB_JOB), else `default`."""
+    return check_tag(tag.strip() or env.get("GITHUB_JOB", "").strip() or "default")
+
+
+def marker(tag: str) -> str:
+    return f"<!-- llm-fairness-check tag={check_tag(tag)} -->"
+
+
+def token_login(gh: GitHub) -> str:
+    """The login the token comments as: `GET /user`, or github-actions[bot] where that is refused."""
+    try:
+        user, _ = gh.request("GET", f"{gh.api_url.rstrip('/')}/user")
+    except CommentSkipped:  # 403/404: an installation token (GITHUB_TOKEN)
+        return DEFAULT_AUTHOR
+    except urllib.error.HTTPError as exc:
+        if exc.code == 401:
+            return DEFAULT_AUTHOR
+        raise
+    login = (user or {}).get("login") if isinstance(user, dict) else None
+    return str(login) if login else DEFAULT_AUTHOR
+
+
+def _is_ours(comment: Mapping[str, Any], mark: str, author: str) -> bool:
+    """Our marker on the first line (a quote starts with `>`) and written by `author`."""
+    login = str((comment.get("user") or {}).get("login") or "")
+    first = (comment.get("body") or "").lstrip("\ufeff").split("\n", 1)[0].strip()
+    return first == mark and login.casefold() == author.casefold()
+
+
+def find_comment(gh: GitHub, number: int, tag: str, author: str) -> int | None:
+    """The id of our comment with this tag on the PR, walking every page of comments."""
+    mark = marker(tag)
     url: str | None = f"{gh.comments_url(number)}?per_page=100"
     while url:
         page, headers = gh.request("GET", url)
         for c in page or []:
-            if MARKER in (c.get("body") or ""):
+            if _is_ours(c, mark, author):
                 return int(c["id"])
         url = _next_link(headers, gh.api_url)
     return None
 
 
-def comment_body(markdown: str) -> str:
+def comment_body(markdown: str, tag: str = "default") -> str:
     """The marker plus the markdown, cut to GitHub's comment limit at a line boundary."""
-    body = f"{MARKER}\n{markdown.strip()}\n"
+    body = f"{marker(tag)}\n{markdown.strip()}\n"
     if len(body) <= COMMENT_LIMIT:
         return body
     note = "\n\n_… truncated; the job summary and results.json have everything._\n"
@@ -92,18 +151,22 @@ def comment_body(markdown: str) -> str:
     return cut[: cut.rfind("\n") + 1 or len(cut)] + note
 
 
-def pr_number(event_path: str | None) -> int:
-    """The pull request number of the triggering event (pull_request or pull_request_target)."""
+def _pull_request(event_path: str | None) -> dict[str, Any]:
     if not event_path:
         raise CommentSkipped("GITHUB_EVENT_PATH is not set")
     try:
         event = json.loads(Path(event_path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise CommentSkipped(f"cannot read the event payload: {exc}") from None
-    number = (event.get("pull_request") or {}).get("number")
-    if not isinstance(number, int):
+    pr = event.get("pull_request") if isinstance(event, dict) else None
+    if not isinstance(pr, dict) or not isinstance(pr.get("number"), int):
         raise CommentSkipped("this run was not triggered by a pull request")
-    return number
+    return pr
+
+
+def pr_number(event_path: str | None) -> int:
+    """The pull request number of the triggering event (pull_request or pull_request_target)."""
+    return int(_pull_request(event_path)["number"])
 
 
 def client_from_env(env: Mapping[str, str], token: str | None) -> GitHub:
@@ -115,17 +178,94 @@ def client_from_env(env: Mapping[str, str], token: str | None) -> GitHub:
     return GitHub(env.get("GITHUB_API_URL") or "https://api.github.com", token, repo)
 
 
-def upsert_comment(markdown: str, env: Mapping[str, str], token: str | None) -> str:
-    """Create or update the sticky comment; returns `created` or `updated`.
-
-    Raises CommentSkipped when commenting is not possible here.
-    """
-    number = pr_number(env.get("GITHUB_EVENT_PATH"))
-    gh = client_from_env(env, token)
-    body = {"body": comment_body(markdown)}
-    existing = find_comment(gh, number)
+def _upsert(gh: GitHub, number: int, markdown: str, tag: str, author: str) -> str:
+    body = {"body": comment_body(markdown, tag)}
+    existing = find_comment(gh, number, tag, author or token_login(gh))
     if existing is None:
         gh.request("POST", gh.comments_url(number), body)
         return "created"
     gh.request("PATCH", f"{gh.api_url.rstrip('/')}/repos/{gh.repository}/issues/comments/{existing}", body)
     return "updated"
+
+
+def upsert_comment(markdown: str, env: Mapping[str, str], token: str | None, tag: str = "", author: str = "") -> str:
+    """Create or update the sticky comment with this tag; returns `created` or `updated`.
+
+    `author`: the login whose comment may be updated (empty: the token's own, see module doc).
+    Raises CommentSkipped when commenting is not possible here.
+    """
+    number = pr_number(env.get("GITHUB_EVENT_PATH"))
+    gh = client_from_env(env, token)
+    return _upsert(gh, number, markdown, default_tag(env, tag), author)
+
+
+# -- fork pull requests: the workflow_run recipe ------------------------------------------
+
+
+def write_payload(out_dir: Path, markdown: str, env: Mapping[str, str], tag: str) -> Path | None:
+    """Leave the comment in the out-dir (and so in the artifact) when a pull request triggered the run.
+
+    A fork's run cannot comment; a `workflow_run` workflow with a write token posts this later.
+    """
+    try:
+        pr = _pull_request(env.get("GITHUB_EVENT_PATH"))
+    except CommentSkipped:
+        return None
+    from fairness.recordings._store import write_atomic
+
+    payload = {
+        "pr": pr["number"],
+        "head_sha": str((pr.get("head") or {}).get("sha") or env.get("GITHUB_SHA") or ""),
+        "repository": env.get("GITHUB_REPOSITORY", ""),
+        "tag": default_tag(env, tag),
+        "body": markdown,
+    }
+    path = out_dir / PAYLOAD
+    write_atomic(path, json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
+    return path
+
+
+def read_payload(directory: Path) -> dict[str, Any]:
+    """The `pr-comment.json` of a downloaded artifact, checked field by field (its content is untrusted)."""
+    path = directory / PAYLOAD
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FairnessError(
+            f"{path} not found: was the check triggered by a pull request, and is this its downloaded artifact?"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise FairnessError(f"cannot read {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise FairnessError(f"{path}: expected a JSON object")
+    for key, kind in (("pr", int), ("head_sha", str), ("tag", str), ("body", str)):
+        if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
+            raise FairnessError(f"{path}: `{key}` is missing or not a {kind.__name__}")
+    return data
+
+
+def post_from_artifact(directory: Path, env: Mapping[str, str], token: str | None, *, pr: int | None = None,
+                       head_sha: str = "", tag: str = "", author: str = "") -> tuple[str, int]:
+    """Post or update the comment a pull-request run left in its artifact; returns (`created`|`updated`, PR).
+
+    The artifact comes from an untrusted run, so the PR it names is only believed when it is
+    the trusted `pr`, or when that PR's head commit is the trusted `head_sha` (the
+    `workflow_run` event's; its `pull_requests` list is empty for forks). Raises FairnessError
+    when neither holds, CommentSkipped when the token cannot comment.
+    """
+    data = read_payload(directory)
+    if pr is not None and data["pr"] != pr:
+        raise FairnessError(f"the artifact is for pull request #{data['pr']}, not #{pr}")
+    if pr is None and not head_sha:
+        raise FairnessError("name the pull request (--pr) or the run's head commit (--head-sha) to verify the artifact")
+    gh = client_from_env(env, token)
+    number = pr if pr is not None else data["pr"]
+    if head_sha:
+        pull, _ = gh.request("GET", f"{gh.api_url.rstrip('/')}/repos/{gh.repository}/pulls/{number}")
+        actual = str(((pull or {}).get("head") or {}).get("sha") or "")
+        if actual != head_sha:
+            raise FairnessError(
+                f"pull request #{number} is at {actual[:12] or '(unknown)'}, not at the run's head {head_sha[:12]}: "
+                "refusing to post an artifact's comment on it"
+            )
+    return _upsert(gh, number, data["body"], check_tag(tag or data["tag"]), author), number

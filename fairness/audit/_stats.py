@@ -77,26 +77,31 @@ class ScopeStats:
 
 
 def scope_stats(design: Design, Y: np.ndarray, scope: Scope, specs: list[MetricSpec], B: int, seed: int) -> ScopeStats:
-    """Cluster-bootstrap the per-slice means of every metric in one scope."""
+    """Cluster-bootstrap the per-slice means of every metric in one scope (from the rows)."""
     S, M = len(design.slices), Y.shape[1]
     mask = scope.mask
-    cl_raw = design.cluster[mask]
-    clusters, cl = np.unique(cl_raw, return_inverse=True)
+    clusters, cl = np.unique(design.cluster[mask], return_inverse=True)
     C = len(clusters)
-    sl = design.slice_codes[mask]
-    key = cl * S + sl
+    key = cl * S + design.slice_codes[mask]
     T = np.zeros((C * S, M))
     np.add.at(T, key, Y[mask])
     N = np.bincount(key, minlength=C * S).astype(np.float64)
-    n = N.reshape(C, S).sum(axis=0)
-    sums = T.reshape(C, S, M).sum(axis=0)
+    return scope_stats_cells(T.reshape(C, S, M), N.reshape(C, S), scope.name, specs, B, seed)
+
+
+def scope_stats_cells(T: np.ndarray, N: np.ndarray, scope_name: str, specs: list[MetricSpec], B: int, seed: int) -> ScopeStats:
+    """Cluster-bootstrap the per-slice means from the scope's per-cell sums T (C × S × M) and
+    row counts N (C × S), cells in cluster order (see `fairness.audit._cells.CellTable`)."""
+    C, S, M = T.shape
+    n = N.sum(axis=0)
+    sums = T.sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         values = sums / n[:, None]
         pooled = sums.sum(axis=0) / n.sum()
-    rng = np.random.default_rng([seed, _stable_hash(scope.name)])
+    rng = np.random.default_rng([seed, _stable_hash(scope_name)])
     W = bootstrap_weights(C, B, rng) if C > 1 else np.ones((B, max(C, 1)))
     bT = W @ T.reshape(C, S * M)  # (B × S·M)
-    bN = W @ N.reshape(C, S)  # (B × S)
+    bN = W @ N  # (B × S)
     with np.errstate(invalid="ignore", divide="ignore"):
         boot = bT.reshape(B, S, M) / bN[:, :, None]
         boot_pooled = bT.reshape(B, S, M).sum(axis=1) / bN.sum(axis=1)[:, None]
@@ -186,72 +191,23 @@ def gap_interval(st: ScopeStats, m: int, spec: MetricSpec, alpha: float = DEFAUL
 # -- permutation tests ------------------------------------------------------------------
 
 
-def _within_strata_permutations(strata: np.ndarray, P: int, rng: np.random.Generator) -> np.ndarray:
-    """(P × n) row indices, each row a random permutation of rows within their stratum.
-
-    Balanced grids (every stratum the same size) take a fast path: shuffle each block
-    in place with `Generator.permuted`; otherwise random keys are sorted within strata.
-    """
-    order = np.argsort(strata, kind="stable")
-    sizes = np.bincount(strata)
-    sizes = sizes[sizes > 0]
-    n = len(strata)
-    if len(sizes) and np.all(sizes == sizes[0]) and sizes[0] < 2**15:
-        C, k = len(sizes), int(sizes[0])
-        local = rng.permuted(np.broadcast_to(np.arange(k, dtype=np.int16), (P, C, k)), axis=2)
-        shuffled = order.reshape(C, k)[np.arange(C)[None, :, None], local].reshape(P, n)
-    else:
-        keys = rng.random((P, n)) + strata[order][None, :].astype(np.float64)
-        shuffled = order[np.argsort(keys, axis=1)]
-    out = np.empty((P, n), dtype=np.int64)
-    out[:, order] = shuffled
-    return out
-
-
 def permutation_pvalues(
-    design: Design, Y: np.ndarray, group: np.ndarray, n_groups: int, P: int = 2000, seed: int = 0, chunk: int = 100
+    design: Design, Y: np.ndarray, group: np.ndarray, n_groups: int, P: int = 2000, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """p-values of "slices differ" (statistic: max−min of slice means) per group × metric.
+    """p-values of "slices differ" (max−min of slice means) per group × metric, from the rows.
 
-    Permuting slice labels within template cells (strata) is the same as permuting the
-    outcomes within cells with labels fixed, which keeps the paired design. One set of
-    permutations serves every group (e.g. family) and the pooled scope.
-    p = (1 + #{permuted ≥ observed}) / (P + 1).
+    Slice labels are permuted within template cells (the paired design); `group` gives each
+    row's group and must be constant within a cell (e.g. family). Aggregates the rows and
+    runs `fairness.audit._permutation.permutation_pvalues_cells`.
     Returns (observed gaps per group, p per group, observed pooled gap, p pooled).
     """
-    S, n, M = len(design.slices), design.n, Y.shape[1]
-    rng = np.random.default_rng(seed)
-    cells = group * S + design.slice_codes
-    onehot = np.zeros((n, n_groups * S), dtype=np.float32)
-    onehot[np.arange(n), cells] = 1.0
-    counts = onehot.sum(axis=0).reshape(n_groups, S)
+    from fairness.audit._cells import build_cells
+    from fairness.audit._permutation import permutation_pvalues_cells
 
-    def gaps(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        # sums: (..., M, G*S) → gap per group (..., G, M) and pooled (..., M)
-        by = sums.reshape(*sums.shape[:-1], n_groups, S)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            means = by / counts
-            pooled = by.sum(axis=-2) / counts.sum(axis=0)
-        g = np.nanmax(means, axis=-1) - np.nanmin(means, axis=-1)
-        return np.swapaxes(g, -1, -2), np.nanmax(pooled, axis=-1) - np.nanmin(pooled, axis=-1)
-
-    obs_g, obs_p = gaps(Y.T.astype(np.float32) @ onehot)
-    perms = _within_strata_permutations(design.cluster, P, rng)
-    obs_g, obs_p = obs_g.astype(np.float64), obs_p.astype(np.float64)  # p-values in float64
-    exceed_g = np.zeros(obs_g.shape)
-    exceed_p = np.zeros(obs_p.shape)
-    Yt = np.ascontiguousarray(Y.T, dtype=np.float32)  # exact: flags and small counts
-    for start in range(0, P, chunk):
-        idx = perms[start : start + chunk]
-        Yp = Yt[:, idx]  # (M, c, n)
-        sums = (Yp.reshape(-1, n) @ onehot).reshape(M, len(idx), -1).transpose(1, 0, 2)
-        g, pl = gaps(sums)
-        with np.errstate(invalid="ignore"):
-            exceed_g += (g >= obs_g[None] - 1e-6).sum(axis=0)
-            exceed_p += (pl >= obs_p[None] - 1e-6).sum(axis=0)
-    p_g = np.where(np.isnan(obs_g), np.nan, (1.0 + exceed_g) / (P + 1.0))
-    p_p = np.where(np.isnan(obs_p), np.nan, (1.0 + exceed_p) / (P + 1.0))
-    return obs_g, p_g, obs_p, p_p
+    table = build_cells(design, Y, histogram_metrics=tuple(range(Y.shape[1])))
+    cell_group = np.zeros(design.n_clusters, dtype=np.int64)
+    cell_group[design.cluster] = group
+    return permutation_pvalues_cells(table, list(range(Y.shape[1])), cell_group, n_groups, P=P, seed=seed)
 
 
 def _nan_aware(adjust):

@@ -177,6 +177,9 @@ def plan(args, package_dir: Path | None = None) -> Plan:
     gen_args = f'--base-url "{base_url}" ' if base_url else ""
     secret_env = f"          OPENAI_API_KEY: ${{{{ secrets.{secret} }}}}\n" if secret and engine == "openai" else (
         f"          ANTHROPIC_API_KEY: ${{{{ secrets.{secret} }}}}\n" if secret else "")
+    if engine == "transformers":  # a hub model is pinned to a commit (`regenerate` refuses a moving branch)
+        gen_args += '--revision "$MODEL_REVISION" '
+        secret_env += "          MODEL_REVISION: ${{ vars.FAIRNESS_MODEL_REVISION }}\n"
     note = {"openai": "the OpenAI API", "anthropic": "the Anthropic API", "local": "a local model on a GPU runner",
             "openai-compatible": f"the OpenAI-compatible server {base_url}"}[provider]
     tokens = {

@@ -36,6 +36,7 @@ limits: a grid of at most 1,000,000 rows (--max-grid-rows, FAIRNESS_MAX_GRID_ROW
 input files of at most 10 MiB (FAIRNESS_MAX_FILE_BYTES)."""
 
 if TYPE_CHECKING:
+    from fairness.generate._loop import GenerateReport
     from fairness.generate._options import EngineOptions
 
 
@@ -49,7 +50,9 @@ def _add_suite(p: argparse.ArgumentParser) -> None:
 
 
 ENGINE_CHOICES = ["llamacpp", "transformers", "openai", "anthropic"]
-_ENGINE_FIELDS = ("engine", "model", "model_id", "threads", "batch_size", "device", "dtype", "gguf_file",
+CPU_ROW_LIMIT = 64
+"""Mirrors fairness.generate._device.CPU_ROW_LIMIT (not imported: the parser stays light)."""
+_ENGINE_FIELDS = ("engine", "model", "model_id", "revision", "threads", "batch_size", "device", "dtype", "gguf_file",
                   "base_url", "concurrency", "max_requests", "provider_config")
 
 
@@ -68,6 +71,26 @@ def _add_hosted(p: argparse.ArgumentParser) -> None:
     p.add_argument("--provider-config", help="provider YAML (no credentials: keys come from the environment)")
 
 
+def add_generate_options(gen: argparse.ArgumentParser, out_help: str) -> None:
+    """Options shared by `generate` and `regenerate`."""
+    _add_suite(gen)
+    gen.add_argument("--engine", choices=ENGINE_CHOICES, default="llamacpp")
+    gen.add_argument("--model", required=True, help="known model name (e.g. smollm2), a GGUF file, a model dir or hub id")
+    gen.add_argument("--model-id", help="id recorded in keys and manifest (default: derived from --model)")
+    gen.add_argument("--revision", help="hub commit to pin a hub model to (transformers); recorded with weights sha256")
+    gen.add_argument("--out", required=True, help=out_help)
+    gen.add_argument("--live", action="store_true", help="opt in to live generation (or FAIRNESS_ALLOW_LIVE=1)")
+    gen.add_argument("--max-rows", type=int, help="stop after this many new rows (smoke runs)")
+    gen.add_argument("--threads", type=int, help="CPU threads per llamacpp process (default 1; use --shard K/N processes for more cores)")
+    gen.add_argument("--batch-size", type=int, default=16, help="rows per generate call (transformers)")
+    gen.add_argument("--device", help="cpu, cuda, cuda:0 … (local engines; default: the GPU if there is one). "
+                                      f"Without a GPU, more than {CPU_ROW_LIMIT} rows need an explicit --device cpu")
+    gen.add_argument("--dtype", help="bfloat16, float16, float32 (transformers; default bf16 on CUDA, fp32 on CPU)")
+    gen.add_argument("--gguf-file", help="GGUF file inside --model directory (transformers)")
+    _add_hosted(gen)
+    gen.add_argument("--no-progress", action="store_true")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="llm-fairness-check", description=DESCRIPTION, epilog=EPILOG,
@@ -84,21 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--output", "-o", help="file to write (default: stdout)")
 
     gen = sub.add_parser("generate", help="generate recordings live with a local model or hosted API (opt-in: --live)")
-    _add_suite(gen)
-    gen.add_argument("--engine", choices=ENGINE_CHOICES, default="llamacpp")
-    gen.add_argument("--model", required=True, help="known model name (e.g. smollm2), a GGUF file, a model dir or hub id")
-    gen.add_argument("--model-id", help="id recorded in keys and manifest (default: derived from --model)")
-    gen.add_argument("--out", required=True, help="recording directory (resumed if it exists)")
-    gen.add_argument("--live", action="store_true", help="opt in to live generation (or FAIRNESS_ALLOW_LIVE=1)")
-    gen.add_argument("--max-rows", type=int, help="stop after this many new rows (smoke runs)")
+    add_generate_options(gen, "recording directory (resumed if it exists)")
     gen.add_argument("--shard", help="generate the deterministic shard K/N of the grid")
-    gen.add_argument("--threads", type=int, help="CPU threads (llamacpp)")
-    gen.add_argument("--batch-size", type=int, default=16, help="rows per generate call (transformers)")
-    gen.add_argument("--device", help="cpu, cuda, cuda:0 … (transformers; default: cuda if available)")
-    gen.add_argument("--dtype", help="bfloat16, float16, float32 (transformers; default bf16 on CUDA, fp32 on CPU)")
-    gen.add_argument("--gguf-file", help="GGUF file inside --model directory (transformers)")
-    _add_hosted(gen)
-    gen.add_argument("--no-progress", action="store_true")
+    gen.add_argument("--regenerate", action="store_true",
+                     help="write a fresh set into a staging directory beside --out and swap it in when complete")
 
     dr = sub.add_parser("dry-run", help="count the requests and estimate the cost of a live run (no network, no key)")
     _add_suite(dr)
@@ -134,9 +146,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     from fairness.cli._audit import register
     from fairness.cli._init import register as register_init
+    from fairness.cli._regenerate import register as register_regenerate
 
     register(sub, _add_suite)
     register_init(sub)
+    register_regenerate(sub, add_generate_options)
+    from fairness.cli._comment import register as register_comment
+
+    register_comment(sub)
     return parser
 
 
@@ -197,14 +214,32 @@ def _emit(text: str, output: str | None) -> None:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from fairness.generate._factory import run_generate
     from fairness.generate._loop import parse_shard, require_live_opt_in
 
     require_live_opt_in(args.live)
     check_generate_args(args)
     shard = parse_shard(args.shard)
     _interrupt_on_term()
-    report, engine = run_generate(args.suite, engine_options(args), Path(args.out), max_rows=args.max_rows,
+    out = Path(args.out)
+    if not args.regenerate:
+        generate_and_report(args, out, shard)
+        return 0
+    from fairness.pipeline._regenerate import staging_dir, swap_in
+
+    staging = staging_dir(out)
+    if generate_and_report(args, staging, shard).complete:
+        swap_in(staging, out)
+        print(f"rewrote `{out}` in place")
+    else:
+        print(f"the new set stays in `{staging}` until complete; `{out}` is unchanged")
+    return 0
+
+
+def generate_and_report(args: argparse.Namespace, out: Path, shard: tuple[int, int] | None) -> GenerateReport:
+    """Record into `out` with the engine the flags name and print the tally."""
+    from fairness.generate._factory import run_generate
+
+    report, engine = run_generate(args.suite, engine_options(args), out, max_rows=args.max_rows,
                                   shard=shard, progress=not args.no_progress)
     state = "complete" if report.complete else "incomplete"
     print(
@@ -213,7 +248,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     )
     if getattr(engine, "cap_reached", False):
         print(f"stopped at the request cap ({getattr(engine, 'requests', 0)} requests this run); rerun to continue")
-    return 0
+    return report
 
 
 def check_generate_args(args: argparse.Namespace) -> None:

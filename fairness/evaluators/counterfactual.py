@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import sparse
 
 from fairness._util.errors import FairnessError
 from fairness.audit._interval import Interval
@@ -133,6 +132,8 @@ def _distances(
 
 
 def _lexical(texts: list[str], idx: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    from scipy import sparse  # loaded when used
+
     vocab: dict[str, int] = {}
     rows, cols = [], []
     for i, t in enumerate(texts):
@@ -241,7 +242,10 @@ def counterfactual_divergence(
 
     scorer = (load_scorer(sentiment) if isinstance(sentiment, str) else sentiment) if "sentiment" in components else None
     prompts = [s.prompt for s in samples]
-    dist = np.stack([_distances(c, texts, prompts, idx, valid, scorer) for c in components])  # (K, T, n, n)
+    sent_texts = _sentiment_texts([s.text for s in samples], texts, scorer)
+    dist = np.stack([
+        _distances(c, sent_texts if c == "sentiment" else texts, prompts, idx, valid, scorer) for c in components
+    ])  # (K, T, n, n)
     sums, counts = _pair_sums(dist, onehot, diff_seed)  # (K, T, G, G)
     w_sum, w_cnt, c_sum, c_cnt = _split(sums, counts)
     usable = (w_cnt[0] > 0) & (c_cnt[0] > 0)
@@ -291,6 +295,16 @@ def counterfactual_divergence(
         masked_terms=terms,
         caveat=caveat,
     )
+
+
+def _sentiment_texts(raw: list[str], masked: list[str], scorer: TextScorer | None) -> list[str]:
+    """The texts the sentiment scorer sees: the masked ones, or the raw text wherever the
+    scorer says masking cannot change its score (`masking_is_neutral`), so the raw outputs'
+    scores, which the sentiment evaluator needs anyway, serve here too: one pass per text."""
+    neutral = getattr(scorer, "masking_is_neutral", None)
+    if neutral is None:
+        return masked
+    return [r if neutral(r, m) else m for r, m in zip(raw, masked, strict=True)]
 
 
 def _strata(samples: list[Sample], g_all: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:

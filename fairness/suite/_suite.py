@@ -11,10 +11,11 @@ import math
 import os
 import re
 from collections import Counter
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -280,11 +281,24 @@ def _safe(value: str) -> str:
     return _ID_UNSAFE.sub("-", value).strip("-") or "x"
 
 
-def expand(s: Suite) -> list[Case]:
+T = TypeVar("T")
+
+
+def iter_cases(s: Suite) -> Iterator[Case]:
+    """The grid rows one at a time, in canonical order (what `expand` lists); a large grid
+    can be streamed without holding every `Case`. Row ids are not checked for collisions
+    here (see `expand`, `distinct_row_ids`)."""
+    # every value comes from the validated suite: construct without re-validating
+    return iter_grid(s, Case.model_construct)
+
+
+def iter_grid(s: Suite, make: Callable[..., T]) -> Iterator[T]:
+    """`iter_cases` with each row built by `make(**fields of Case)`: a streamed replay
+    passes a light record type (a pydantic `Case` costs ~10 µs a row to build)."""
     ph_names = list(s.placeholders)
     ph_products = list(itertools.product(*(s.placeholders[p].values for p in ph_names)))
-    cases: list[Case] = []
     params = {r.name: r.params for r in s.regimes}
+    index = 0
     for t_index, (fam, p_index, tmpl) in enumerate(s.templates):
         pid = f"p{p_index + 1}"
         for combo in ph_products:
@@ -299,23 +313,41 @@ def expand(s: Suite) -> list[Case]:
                 prompt_id = ".".join([fam.id, pid, *(_safe(v) for v in combo), _safe(slice_id)])
                 for regime in s.regimes:
                     for seed in s.seeds:
-                        cases.append(
-                            Case(
-                                row_id=f"{prompt_id}.{regime.name}.s{seed}",
-                                index=len(cases),
-                                prompt_id=prompt_id,
-                                family=fam.id,
-                                paraphrase_id=pid,
-                                template_index=t_index,
-                                placeholders=ph_values,
-                                slice=sl,
-                                slice_id=slice_id,
-                                regime=regime.name,
-                                params=params[regime.name],
-                                seed=seed,
-                                prompt=prompt,
-                            )
+                        yield make(
+                            row_id=f"{prompt_id}.{regime.name}.s{seed}",
+                            index=index,
+                            prompt_id=prompt_id,
+                            family=fam.id,
+                            paraphrase_id=pid,
+                            template_index=t_index,
+                            placeholders=ph_values,
+                            slice=sl,
+                            slice_id=slice_id,
+                            regime=regime.name,
+                            params=params[regime.name],
+                            seed=seed,
+                            prompt=prompt,
                         )
+                        index += 1
+
+
+def distinct_row_ids(s: Suite) -> None:
+    """Raise when two grid rows would share an id (placeholder values colliding once made
+    id-safe), checked on the prompt ids: a row id is its prompt id, regime and seed."""
+    seen: set[str] = set()
+    ph_products = itertools.product(*(s.placeholders[p].values for p in s.placeholders))
+    combos = [[_safe(v) for v in combo] for combo in ph_products]
+    for fam, p_index, _ in s.templates:
+        for combo in combos:
+            for sl in s.slice_list:
+                pid = ".".join([fam.id, f"p{p_index + 1}", *combo, _safe("_".join(sl[d] for d in s.attributes))])
+                if pid in seen:
+                    raise FairnessError(f"suite `{s.name}`: two grid rows share the id `{pid}.…` (placeholder values collide)")
+                seen.add(pid)
+
+
+def expand(s: Suite) -> list[Case]:
+    cases = list(iter_cases(s))
     if not cases:
         raise FairnessError(f"suite `{s.name}` expands to 0 cases")
     ids = [c.row_id for c in cases]

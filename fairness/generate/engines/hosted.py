@@ -421,9 +421,12 @@ def hosted_model_id(args: EngineOptions) -> str:
 
 
 def hosted_model_info(args: EngineOptions, base_url: str) -> ModelInfo:
+    revision = args.revision
+    served = f"; revision {revision} as the server was started with (e.g. `vllm serve --revision`)" if revision else ""
     return ModelInfo(
         id=hosted_model_id(args),
-        source=f"{args.engine} API `{args.model}` at {base_url}",
+        source=f"{args.engine} API `{args.model}` at {base_url}{served}",
+        revision=revision,
         note=(
             "Served by a hosted API: the provider may change the model behind this name (prefer a dated "
             "snapshot), and seeds are best-effort (OpenAI) or not supported (Anthropic)."

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
 from typing import Any
 from urllib.parse import urlparse
 
@@ -32,6 +35,18 @@ class OpenAIEngine(HostedEngine):
             return self.config.max_tokens_field
         official = urlparse(self.base_url).hostname == "api.openai.com"
         return "max_completion_tokens" if official else "max_tokens"
+
+    def backend_info(self) -> dict[str, Any]:
+        info = super().backend_info()
+        server = self.server_info()
+        return {**info, "server": server} if server else info
+
+    def server_info(self) -> dict[str, str] | None:
+        """The serving engine and its version, where an OpenAI-compatible server reports them (asked once)."""
+        if not hasattr(self, "_server_info"):
+            official = urlparse(self.base_url).hostname == "api.openai.com"
+            self._server_info = None if official else probe_server(self.base_url)
+        return self._server_info
 
     def _sampling_details(self) -> dict[str, Any]:
         return {
@@ -74,3 +89,21 @@ def parse_chat_completion(res: Any) -> Completion:
         completion_tokens=completion_tokens,
         finish_reason="length" if reason == "length" else "stop",
     )
+
+
+SERVER_PROBES = (("vllm", "/version"), ("text-generation-inference", "/info"), ("ollama", "/api/version"))
+"""Version routes of common OpenAI-compatible servers, at the server root (beside `/v1`)."""
+
+
+def probe_server(base_url: str, timeout: float = 5.0) -> dict[str, str] | None:
+    """{name, version} of the server behind `base_url`, or None when no known route answers."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    for name, route in SERVER_PROBES:
+        try:
+            with urllib.request.urlopen(root + route, timeout=timeout) as resp:
+                body = json.loads(resp.read())
+        except (OSError, ValueError, urllib.error.URLError):
+            continue
+        if isinstance(body, dict) and isinstance(body.get("version"), str):
+            return {"name": name, "version": body["version"]}
+    return None

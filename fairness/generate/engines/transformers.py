@@ -89,13 +89,15 @@ class TransformersEngine:
         dtype: str | None = None,
         batch_size: int = 16,
         min_new_tokens: int = 0,
+        revision: str | None = None,
     ):
-        """`min_new_tokens` > 0 forbids EOS before that many tokens: for timing checks only (it is recorded)."""
+        """`min_new_tokens` > 0 forbids EOS before that many tokens: for timing checks only (it is recorded).
+        `revision` pins a hub model to a commit (or names a branch/tag to resolve)."""
         torch, transformers = _libs()
         _check_gguf_deps(gguf_file)
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         torch_dtype = _resolve_dtype(torch, dtype, device)
-        tokenizer, model = _load(transformers, source, gguf_file, torch_dtype)
+        tokenizer, model = _load(transformers, source, gguf_file, torch_dtype, revision)
         self._setup(model.to(device), tokenizer, batch_size, min_new_tokens)
         self.source, self.gguf_file = source, gguf_file
 
@@ -250,7 +252,9 @@ def _resolve_dtype(torch: Any, dtype: str | None, device: str) -> Any:
     return allowed[name]
 
 
-def _load(transformers: Any, source: str, gguf_file: str | None, torch_dtype: Any) -> tuple[Any, Any]:
+def _load(
+    transformers: Any, source: str, gguf_file: str | None, torch_dtype: Any, revision: str | None = None
+) -> tuple[Any, Any]:
     """Tokenizer and model from a local directory or the HF cache; HF_HUB_OFFLINE is honoured by the hub client."""
     local = Path(source).is_dir()
     if gguf_file and local and not (Path(source) / gguf_file).is_file():
@@ -258,6 +262,8 @@ def _load(transformers: Any, source: str, gguf_file: str | None, torch_dtype: An
     kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
     if local:
         kwargs["local_files_only"] = True
+    elif revision:
+        kwargs["revision"] = revision
     dtype_kw = "dtype" if _at_least(transformers.__version__, (4, 56)) else "torch_dtype"
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(source, **kwargs)

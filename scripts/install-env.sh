@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Prepare the Python environment the Action runs in; writes `python=PATH` and `installed=true|false`
+# to $GITHUB_OUTPUT.
+#
+# Replay installs only the locked dependencies (requirements/replay.lock, every hash checked)
+# into a venv; the package itself runs from the Action's checkout (entrypoint.py puts it first
+# on sys.path), so a cached venv stays valid across Action releases that keep the lock.
+# uv (pinned, from the package registry) when it can be had, pip otherwise.
+#
+# Environment (the contract; action.yml sets the first four):
+#   FAIRNESS_PYTHON       base interpreter (actions/setup-python's python-path)
+#   FAIRNESS_ACTION_PATH  the Action's checkout (holds requirements/replay.lock)
+#   FAIRNESS_VENV         venv directory to create, or to reuse when FAIRNESS_CACHE_HIT=true
+#   FAIRNESS_CACHE_HIT    `true` when actions/cache restored FAIRNESS_VENV
+#   FAIRNESS_MODE, FAIRNESS_PROVIDER   live mode adds the model or API extras (not locked)
+#   FAIRNESS_PREINSTALLED_PYTHON  an interpreter that already has the replay dependencies
+#                         (a container job, a self-hosted runner, a test stand-in): used as is
+#   FAIRNESS_INSTALLER    auto (default: uv, else pip), uv or pip
+#   FAIRNESS_UV_VERSION   the uv release fetched from the registry when none is on PATH
+set -euo pipefail
+
+die() { echo "::error title=llm-fairness-check: install::$1"; exit 2; }
+emit() {  # PYTHON [installed]: `installed=true` tells action.yml to save the new venv to the cache
+  if [ -n "${GITHUB_OUTPUT:-}" ]; then
+    echo "python=$1" >> "$GITHUB_OUTPUT"
+    echo "installed=${2:-false}" >> "$GITHUB_OUTPUT"
+  fi
+  echo "Python for the check: $1"
+}
+# the replay path's imports; a venv that cannot do this is rebuilt
+probe() { "$1" -c 'import numpy, scipy, pydantic, yaml' >/dev/null 2>&1; }
+
+if [ "${RUNNER_OS:-}" = "Windows" ]; then
+  die "Windows runners are not supported; run the check on ubuntu-latest or macos-latest"
+fi
+
+if [ -n "${FAIRNESS_PREINSTALLED_PYTHON:-}" ]; then
+  probe "$FAIRNESS_PREINSTALLED_PYTHON" \
+    || die "FAIRNESS_PREINSTALLED_PYTHON=$FAIRNESS_PREINSTALLED_PYTHON cannot import the replay dependencies (numpy, scipy, pydantic, pyyaml)"
+  emit "$FAIRNESS_PREINSTALLED_PYTHON"
+  exit 0
+fi
+
+: "${FAIRNESS_PYTHON:?FAIRNESS_PYTHON (the base interpreter) is not set}"
+: "${FAIRNESS_ACTION_PATH:?FAIRNESS_ACTION_PATH is not set}"
+venv="${FAIRNESS_VENV:-${RUNNER_TEMP:-/tmp}/llm-fairness-check-venv}"
+lock="$FAIRNESS_ACTION_PATH/requirements/replay.lock"
+mode="${FAIRNESS_MODE:-replay}"
+[ -f "$lock" ] || die "the dependency lock $lock is missing from the Action's checkout"
+
+if [ "${FAIRNESS_CACHE_HIT:-}" = "true" ] && [ "$mode" != "live" ]; then
+  if probe "$venv/bin/python"; then
+    echo "Reusing the cached environment $venv"
+    emit "$venv/bin/python"
+    exit 0
+  fi
+  echo "::warning title=llm-fairness-check::the cached environment is unusable; installing afresh"
+fi
+
+extras=""
+if [ "$mode" = "live" ]; then
+  case "${FAIRNESS_PROVIDER:-}" in
+    openai|anthropic) extras="sentiment,hosted" ;;
+    *) extras="sentiment,live" ;;
+  esac
+fi
+
+installer="${FAIRNESS_INSTALLER:-auto}"
+uv=""
+if [ "$installer" != "pip" ]; then
+  if command -v uv >/dev/null 2>&1; then
+    uv="$(command -v uv)"
+  else
+    target="${RUNNER_TEMP:-/tmp}/llm-fairness-check-uv"
+    if "$FAIRNESS_PYTHON" -m pip install --disable-pip-version-check --quiet --target "$target" \
+        "uv==${FAIRNESS_UV_VERSION:-0.13.9}" && [ -x "$target/bin/uv" ]; then
+      uv="$target/bin/uv"
+    elif [ "$installer" = "uv" ]; then
+      die "could not install uv from the package registry"
+    else
+      echo "::notice title=llm-fairness-check::uv is not available here; installing with pip (slower)"
+    fi
+  fi
+fi
+
+rm -rf "$venv"
+if [ -n "$uv" ]; then
+  "$uv" --version
+  "$uv" venv --quiet --python "$FAIRNESS_PYTHON" "$venv"
+  "$uv" pip install --quiet --python "$venv/bin/python" --require-hashes -r "$lock"
+  if [ -n "$extras" ]; then
+    "$uv" pip install --quiet --python "$venv/bin/python" "${FAIRNESS_ACTION_PATH}[${extras}]"
+  fi
+else
+  "$FAIRNESS_PYTHON" -m venv "$venv"
+  "$venv/bin/python" -m pip install --disable-pip-version-check --quiet --require-hashes -r "$lock"
+  if [ -n "$extras" ]; then
+    "$venv/bin/python" -m pip install --disable-pip-version-check --quiet "${FAIRNESS_ACTION_PATH}[${extras}]"
+  fi
+fi
+# Import what an audit imports once, so the bytecode it compiles is saved in the cache with the
+# venv (uv writes none; compiling all of scipy up front would cost ~6 s of CPU instead of ~1.5 s).
+env -u PYTHONDONTWRITEBYTECODE "$venv/bin/python" -c 'import numpy, scipy.stats, pydantic, yaml' \
+  || die "the new environment $venv cannot import the replay dependencies"
+# numpy's and scipy's own test suites (~25 MB) are never imported: a smaller cache restores faster
+if [ "$mode" != "live" ] && [ -d "$venv/lib" ]; then
+  find "$venv/lib" -type d -name tests \( -path '*/site-packages/numpy/*' -o -path '*/site-packages/scipy/*' \) \
+    -prune -exec rm -rf {} +
+fi
+emit "$venv/bin/python" true
