@@ -175,10 +175,10 @@ def slice_table_cells(table: CellTable, scope: Scope, cells: np.ndarray) -> Slic
 
 
 def variance_shares_cells(design: Design, table: CellTable, m: int) -> dict[str, float]:
-    """`variance_shares` from the aggregates: main-effect sums of squares per grid factor.
+    """Variance shares from the aggregates: main-effect sums of squares per grid factor.
 
-    Same estimand as `fairness.audit._stats.variance_shares` (share of the total sum of
-    squares explained by each factor's level means; paraphrase net of family), computed
+    The share of the total sum of squares explained by each factor's level means (the grid is
+    balanced, so main effects are orthogonal and add; paraphrase net of family), computed
     from per-level counts and sums, and the total from Σy² − (Σy)²/n.
     """
     n_all = table.n.sum()
