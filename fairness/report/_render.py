@@ -39,15 +39,25 @@ def results_json(run: FairnessRun) -> str:
 
 def verdict_line(run: FairnessRun) -> str:
     g = run.gate
-    fired = [c for c in run.rules if c.fired]
     what = {
         "pass": "every decision rule is met with confidence" if g.gate_on == "interval" else "no decision rule is breached at the point",
         "fail": "a decision rule is breached with confidence" if g.gate_on == "interval" else "a decision rule is breached at the point",
         "inconclusive": "the evidence does not settle a decision rule either way (see how many more seeds would)",
         "undefined": "the rules could not be evaluated (too little data or no rules)",
     }[g.state]
-    extra = f" ({len(fired)}/{len(run.rules)} rule checks fired)" if run.rules else ""
+    extra = f" ({rule_counts(run)})" if run.rules else ""
     return f"{ICONS[g.state]} **{g.state.upper()}** — {what}{extra}. Exit code {g.exit_code}."
+
+
+def rule_counts(run: FairnessRun) -> str:
+    """What the rule checks' counts count: point values beyond the threshold, and (interval gate)
+    checks whose interval lies beyond it. A point breach alone is not a failure under the interval
+    gate, so "fired" next to an inconclusive verdict would read as a contradiction."""
+    point = sum(c.fired for c in run.rules)
+    text = f"{point}/{len(run.rules)} rule checks beyond the threshold at the point estimate"
+    if run.gate.gate_on == "interval":
+        text += f"; {sum(c.state == 'fail' for c in run.rules)} with confidence"
+    return text
 
 
 def _metric(run: FairnessRun, name: str):
@@ -270,6 +280,7 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None) 
         "audit_result": {
             "gate": run.gate.state,
             "exit_code": run.gate.exit_code,
+            "rule_checks": rule_counts(run) if run.rules else "no rule checks",
             "verdict_stability": [s.summary for s in run.stability],
             "estimand": run.estimand,
             "caveats": [c.message for c in run.caveats if c.code in ("test-model", "scorer-mode", "stale-recordings", "incomplete-recordings", "interval-coverage")],
@@ -335,7 +346,7 @@ def card_md(c: dict[str, Any]) -> str:
     out += ["", "## Result (this run)", "| " + " | ".join(er["columns"]) + " |", "|" + "---|" * len(er["columns"])]
     out += ["| " + " | ".join(_fmt(v) if isinstance(v, float) or v is None else str(v) for v in row) + " |" for row in er["rows"]]
     ar = c["audit_result"]
-    out += ["", f"**Gate:** {ICONS[ar['gate']]} `{ar['gate']}` (exit {ar['exit_code']})", "", f"**Estimand:** {ar['estimand']}"]
+    out += ["", f"**Gate:** {ICONS[ar['gate']]} `{ar['gate']}` (exit {ar['exit_code']}; {ar['rule_checks']})", "", f"**Estimand:** {ar['estimand']}"]
     if ar.get("to_settle"):
         out += ["", "**How many more seeds would settle it:**"] + [f"- {x['rule']} [{x['scope']}]: {x['note']}" for x in ar["to_settle"]]
     out += [f"- {s_}" for s_ in ar["verdict_stability"]]
