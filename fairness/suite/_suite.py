@@ -25,7 +25,7 @@ from fairness._util.models import Frozen
 from fairness._util.yaml_io import loads_yaml
 from fairness._util.yaml_io import read_yaml as _read_yaml
 from fairness.suite._case import Case, SamplingParams
-from fairness.suite._rules import DecisionRule
+from fairness.suite._rules import DecisionRule, threshold_problem
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
@@ -257,8 +257,6 @@ def _validate_suite(s: Suite) -> None:
 
         if rule.metric not in METRICS:
             _fail(s.name, f"rule `{rule.id}` names unknown metric `{rule.metric}` (known: {', '.join(METRICS)})")
-        from fairness.audit._validate import threshold_problem
-
         problem = threshold_problem(rule.threshold, METRICS[rule.metric].kind, rule.kind)
         if problem:
             _fail(s.name, f"rule `{rule.id}`: threshold {problem}")
