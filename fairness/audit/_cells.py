@@ -12,13 +12,12 @@ chunks of rows (`CellTable.add`), so rows never have to be held at once.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from fairness.audit._metrics import Design, Factor, Scope, SliceTable
+from fairness.audit._metrics import Design, Factor, Scope, SliceTable, scope_masks
 from fairness.suite._case import Case
 
 MAX_LEVELS = 256
@@ -175,10 +174,10 @@ def slice_table_cells(table: CellTable, scope: Scope, cells: np.ndarray) -> Slic
 
 
 def variance_shares_cells(design: Design, table: CellTable, m: int) -> dict[str, float]:
-    """`variance_shares` from the aggregates: main-effect sums of squares per grid factor.
+    """Variance shares from the aggregates: main-effect sums of squares per grid factor.
 
-    Same estimand as `fairness.audit._stats.variance_shares` (share of the total sum of
-    squares explained by each factor's level means; paraphrase net of family), computed
+    The share of the total sum of squares explained by each factor's level means (the grid is
+    balanced, so main effects are orthogonal and add; paraphrase net of family), computed
     from per-level counts and sums, and the total from Σy² − (Σy)²/n.
     """
     n_all = table.n.sum()
@@ -288,19 +287,4 @@ def _with_seed(design: Design) -> Design:
 def cell_scopes(design: Design, table: CellTable, max_depth: int | None = None) -> list[Scope]:
     """`fairness.audit._metrics.scopes` on cells: same scopes, same order, but each
     `Scope.mask` is a mask over the table's cells (scopes are unions of cells)."""
-    has_rows = table.n.sum(axis=1) > 0
-    out = [Scope("overall", (), has_rows)]
-    names = design.scope_factors
-    depth = len(names) if max_depth is None else max_depth
-    for k in range(1, depth + 1):
-        for combo in itertools.combinations(names, k):
-            fs = [design.factors[f] for f in combo]
-            for levels in itertools.product(*(range(len(f.levels)) for f in fs)):
-                mask = has_rows.copy()
-                for f, lv in zip(fs, levels, strict=True):
-                    mask &= table.cell_codes[f.name] == lv
-                if not mask.any():
-                    continue
-                cond = tuple((f.name, f.levels[lv]) for f, lv in zip(fs, levels, strict=True))
-                out.append(Scope(",".join(f"{a}={b}" for a, b in cond), cond, mask))
-    return out
+    return scope_masks(design, table.n.sum(axis=1) > 0, table.cell_codes, max_depth)

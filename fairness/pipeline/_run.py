@@ -27,13 +27,14 @@ from fairness.pipeline._options import RunOptions
 from fairness.pipeline._stream import NotStreamable, stream_cells
 from fairness.recordings._record import Recording, join_rows
 from fairness.recordings._store import MANIFEST, RecordingSet, ReplayProvider, read_manifest, verify_files, write_atomic
+from fairness.report._html import card_html
 from fairness.report._junit import junit_xml
 from fairness.report._render import card, card_md, card_yaml, results_json, summary_md
 from fairness.score._rubric import ScoreTable
 from fairness.suite._case import Case
 from fairness.suite._suite import Suite, load_suite
 
-OUTPUTS = ("results.json", "transcripts.jsonl", "summary.md", "card.yaml", "card.md")
+OUTPUTS = ("results.json", "transcripts.jsonl", "summary.md", "card.yaml", "card.md", "card.html")
 
 
 @dataclass(frozen=True)
@@ -201,6 +202,7 @@ def _finish(run: FairnessRun, suite: Suite, recs: list[Recording] | None, option
         "summary.md": summary_md(run, extra_sections=[_peer_md(run)]),
         "card.yaml": card_yaml(c),
         "card.md": card_md(c),
+        "card.html": card_html(run, suite),
     }
     with staged_outputs(out) as staging:
         for name, text in texts.items():

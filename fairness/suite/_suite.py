@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -21,11 +20,12 @@ from pydantic import Field, ValidationError, model_validator
 
 from fairness._util.canonical import sha256_json
 from fairness._util.errors import FairnessError, validation_message
+from fairness._util.files import env_limit
 from fairness._util.models import Frozen
 from fairness._util.yaml_io import loads_yaml
 from fairness._util.yaml_io import read_yaml as _read_yaml
 from fairness.suite._case import Case, SamplingParams
-from fairness.suite._rules import DecisionRule
+from fairness.suite._rules import DecisionRule, threshold_problem
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
@@ -150,16 +150,7 @@ def grid_size(s: Suite) -> int:
 
 
 def max_grid_rows() -> int:
-    raw = os.environ.get(MAX_GRID_ROWS_ENV, "").strip()
-    if not raw:
-        return MAX_GRID_ROWS
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{MAX_GRID_ROWS_ENV} must be a positive integer, got {raw!r}") from None
-    if value < 1:
-        raise ValueError(f"{MAX_GRID_ROWS_ENV} must be a positive integer, got {raw!r}")
-    return value
+    return env_limit(MAX_GRID_ROWS_ENV, MAX_GRID_ROWS, "a positive integer", ValueError)
 
 
 def _check_grid_size(s: Suite) -> None:
@@ -266,8 +257,6 @@ def _validate_suite(s: Suite) -> None:
 
         if rule.metric not in METRICS:
             _fail(s.name, f"rule `{rule.id}` names unknown metric `{rule.metric}` (known: {', '.join(METRICS)})")
-        from fairness.audit._validate import threshold_problem
-
         problem = threshold_problem(rule.threshold, METRICS[rule.metric].kind, rule.kind)
         if problem:
             _fail(s.name, f"rule `{rule.id}`: threshold {problem}")
