@@ -1,27 +1,34 @@
-# llm-fairness-check: the audit CLI and the Action's entrypoint in a container.
+# llm-fairness-check in a container, for `docker run`: other CI systems, local use, and the live
+# path on a GPU runner (a GitHub Actions job with `container:`). action.yml stays a composite
+# action, so `uses:` never selects this image. Each `v1.x.y` tag pushes both targets to GHCR
+# (.github/workflows/release.yml): ghcr.io/OWNER/llm-fairness-check:v1 and :v1-live.
 #
-#   docker build -t llm-fairness-check .                  # replay only (default, small)
-#   docker build --target live -t llm-fairness-check:live .   # + CUDA torch for live generation
+#   docker build -t llm-fairness-check .                       # replay only (default target, small)
+#   docker build --target live -t llm-fairness-check:live .    # + CUDA torch for live generation
 #
-#   docker run --rm -v "$PWD:/work" -w /work \
-#     -e FAIRNESS_RECORDINGS=recordings/... -e FAIRNESS_OUT_DIR=fairness-out llm-fairness-check
+#   docker run --rm --user "$(id -u):$(id -g)" -v "$PWD:/github/workspace" -w /github/workspace \
+#     -e INPUT_RECORDINGS=recordings/my-suite/my-model -e INPUT_OUT-DIR=fairness-out llm-fairness-check
 #
-# Inputs are the FAIRNESS_* variables of fairness/_action.py; the exit code is the gate's.
-
-ARG PYTHON_IMAGE=python:3.11-slim
-
-FROM ${PYTHON_IMAGE} AS base
+# Inputs are the Action's: INPUT_<NAME> (as GitHub passes them to a container; INPUT_OUT_DIR works
+# too) or FAIRNESS_<NAME> (fairness/action/_env.py). The exit code is the gate's. No USER: GitHub
+# runs job containers as root, and a USER would lose write access to the mounted workspace; run it
+# locally with --user (above) so the outputs belong to you.
+#
+# The base image is pinned by digest: python:3.12-slim as used in public Dockerfiles and build logs
+# on 2026-11-30 (it could not be pulled where this was written). Dependabot (package-ecosystem:
+# docker) proposes newer digests; to refresh by hand, take the index digest from
+#   docker buildx imagetools inspect python:3.12-slim
+FROM python:3.12-slim@sha256:401f6e1a67dad31a1bd78e9ad22d0ee0a3b52154e6bd30e90be696bb6a3d7461 AS base
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     FAIRNESS_ACTION_PATH=/opt/llm-fairness-check
-RUN groupadd --gid 10001 fairness \
-    && useradd --create-home --uid 10001 --gid 10001 --shell /usr/sbin/nologin fairness
 WORKDIR /opt/llm-fairness-check
-COPY pyproject.toml entrypoint.py ./
+COPY pyproject.toml README.md LICENSE entrypoint.py ./
 COPY fairness ./fairness
 RUN pip install --no-cache-dir "/opt/llm-fairness-check[sentiment]"
+WORKDIR /github/workspace
 
 # Live generation with local models: CUDA torch + transformers/llama.cpp extras.
 FROM base AS live
@@ -29,12 +36,8 @@ ARG TORCH_VERSION=2.5.1
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu124
 RUN pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}" \
     && pip install --no-cache-dir "/opt/llm-fairness-check[sentiment,live]"
-USER 10001:10001
-WORKDIR /work
 ENTRYPOINT ["python", "/opt/llm-fairness-check/entrypoint.py"]
 
 # Default target (last stage): replay only, no model, no network.
 FROM base AS replay
-USER 10001:10001
-WORKDIR /work
 ENTRYPOINT ["python", "/opt/llm-fairness-check/entrypoint.py"]

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Entry point of the llm-fairness-check GitHub Action (composite and Docker).
+"""Entry point of the llm-fairness-check GitHub Action (composite) and of its container image.
 
-Thin on purpose: inputs arrive as FAIRNESS_* environment variables and all logic lives
-in `fairness.action._main`, where it is tested. Exits with the gate's code (mapped per
-fail-on; by default an inconclusive result is a warning and exits 0): 0 pass, 1 fail, 3 inconclusive,
-4 undefined; 2 for bad input or any error, with the outputs `gate-status=error`, `passed=false`,
-`exit-code=2`.
+Thin on purpose: inputs arrive as FAIRNESS_* environment variables (the composite action)
+or INPUT_* (a container: `docker run -e INPUT_...`, see the Dockerfile), and all logic
+lives in `fairness.action` (`_env` reads both spellings), where it is tested. Exits with
+the gate's code (mapped per fail-on; by default an inconclusive result is a warning and
+exits 0): 0 pass, 1 fail, 3 inconclusive, 4 undefined; 2 for bad input or any error, with
+the outputs `gate-status=error`, `passed=false`, `exit-code=2`.
 """
 
 import os

@@ -40,7 +40,7 @@ def main() -> None:
     for label, extra in [
         ("rubric, metrics, intervals (B=2000), permutations (P=2000), all outputs", ["--evaluators", "none"]),
         ("… without permutation tests", ["--evaluators", "none", "--permutations", "0"]),
-        ("… plus all peer-parity evaluators", []),
+        ("… plus all peer-parity evaluators", ["--evaluators", "all"]),
     ]:
         print(f"{timed(extra, args.repeat):6.2f} s  {label}")
 

@@ -779,11 +779,12 @@ class TestDockerfile:
             assert (REPO / src).exists(), src
             assert src.rstrip("/") in allowed, f"{src} is excluded by .dockerignore"
 
-    def test_non_root_and_replay_by_default(self):
+    def test_replay_by_default(self):
+        """Root by default (GitHub's job containers need it; tests/test_release.py checks the rest)."""
         text = (REPO / "Dockerfile").read_text()
         stages = re.findall(r"^FROM \S+ AS (\w+)", text, re.MULTILINE)
         assert stages[-1] == "replay" and "live" in stages
-        assert re.search(r"^USER 10001", text, re.MULTILINE) and "entrypoint.py" in text
+        assert 'ENTRYPOINT ["python", "/opt/llm-fairness-check/entrypoint.py"]' in text
 
 
 def _tool(name: str) -> str:

@@ -83,6 +83,9 @@ class TestOutputs:
         text = (paper_run.out / "summary.md").read_text()
         lines = [ln for ln in text.splitlines() if ln.strip()]
         assert lines[1].split("**")[1] == "FAIL"
+        # the count says what it counts: F1-F3 are beyond the threshold at the point, only F2 with confidence
+        assert lines[1].endswith("— a decision rule is breached with confidence (3/4 rule checks beyond the threshold "
+                                 "at the point estimate; 1 with confidence). Exit code 1.")
         assert "| F2 | 0.23" in text and "xychart-beta" in text and "Verdict stability" in text
         assert "**Estimand** — grid estimand" in text
         assert "### How many more seeds would settle it" in text and "| stereotype-worst-slice | family=F1 |" in text
@@ -96,6 +99,9 @@ class TestOutputs:
         card = yaml.safe_load((paper_run.out / "card.yaml").read_text())
         assert card["audit_result"]["estimand"] == data["estimand"]
         assert [x["scope"] for x in card["audit_result"]["to_settle"]] == ["family=F1", "family=F3", "family=F4"]
+        counts = "3/4 rule checks beyond the threshold at the point estimate; 1 with confidence"
+        assert card["audit_result"]["rule_checks"] == counts
+        assert f"**Gate:** ❌ `fail` (exit 1; {counts})" in (paper_run.out / "card.md").read_text()
 
     def test_card_validates_against_the_published_schemas(self, paper_run, shared_dir):
         jsonschema = pytest.importorskip("jsonschema")

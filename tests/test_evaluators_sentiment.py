@@ -200,3 +200,79 @@ class TestEntryPoints:
     def test_plugin_that_fails_to_import(self, plugin):
         with pytest.raises(FairnessError, match=r"scorer `missing` .* failed to load"):
             load_scorer("missing")
+
+
+class TestOneVaderPassPerText:
+    """Masking a word VADER does not know cannot change its score, so raw and masked texts share one."""
+
+    @pytest.mark.parametrize(
+        "raw, masked, neutral",
+        [
+            ("A Muslim woman is a great leader.", "A x x is a great leader.", True),
+            ("A MUSLIM is a great leader.", "A x is a great leader.", False),  # all-caps emphasis would change
+            ("She is a good leader.", "She is a x leader.", False),  # `good` is in the lexicon
+            ("A Muslim woman leads.", "A x leads.", False),  # token positions shift
+        ],
+    )
+    def test_neutral_masking_is_recognised(self, raw, masked, neutral):
+        vader = load_scorer("vader")
+        assert vader.masking_is_neutral(raw, masked) is neutral
+        if neutral:
+            assert vader.score([raw])[0] == vader.score([masked])[0]
+
+    def test_all_evaluators_score_each_distinct_output_once(self, monkeypatch):
+        from fairness.evaluators._adapter import run_evaluators
+        from fairness.recordings._record import Recording
+        from fairness.suite._case import SamplingParams
+
+        calls: list[str] = []
+
+        class Counting:
+            name = "vader"
+
+            def __init__(self):
+                self._inner = load_scorer("vader")
+
+            def score(self, texts):
+                calls.extend(texts)
+                return self._inner.score(texts)
+
+            def masking_is_neutral(self, raw, masked):
+                return self._inner.masking_is_neutral(raw, masked)
+
+        p = SamplingParams(temperature=0.7, top_p=0.9, max_new_tokens=8)
+        recs = [
+            Recording(key=f"{i:064x}", row_id=f"r{i}", family="F1", paraphrase_id="p1", placeholders={"OCC": "CEO"},
+                      slice={"religion": rel}, slice_id=rel, regime="r", params=p, seed=seed, prompt="p",
+                      output=f"The {rel} candidate is {word} and calm.", prompt_tokens=1, completion_tokens=1,
+                      finish_reason="stop")
+            for i, (rel, seed, word) in enumerate(
+                [(r, s, w) for r in ("Christian", "Muslim") for s, w in ((1, "kind"), (2, "capable"), (3, "rude"))]
+            )
+        ]
+        import fairness.evaluators as ev
+
+        real = ev.load_scorer
+        monkeypatch.setattr(ev, "load_scorer", lambda name: Counting() if name == "vader" else real(name))
+        run_evaluators(recs, ("counterfactual", "sentiment"), bootstrap=50, seed=1)
+        assert sorted(calls) == sorted(r.output for r in recs)
+
+
+@pytest.mark.slow
+def test_fast_vader_equals_published_vader_on_the_committed_outputs():
+    import json
+    from pathlib import Path
+
+    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+    from fairness.evaluators._text import masker
+
+    path = Path(__file__).resolve().parents[1] / "recordings/fairness-cards/qwen-v0.1/SmolLM2-135M-Instruct-Q4_1/records.jsonl"
+    recs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    mask = masker({v for r in recs for v in r["slice"].values()})
+    texts = [r["output"] for r in recs]
+    texts += [mask(t) for t in texts]
+    texts += ["I am not happy, but never so sad!", "Without doubt it was kind of GREAT", "NO good at least",
+              "He isn't the least bit nice", "sort of ok 😊 really", "  padded  ", ""]
+    ref = SentimentIntensityAnalyzer()
+    assert load_scorer("vader").score(texts).tolist() == [ref.polarity_scores(t)["compound"] for t in texts]

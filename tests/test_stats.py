@@ -9,6 +9,7 @@ import pytest
 from scipy import stats as sps
 
 from fairness.audit._audit import AuditOptions, audit, rule_intervals
+from fairness.audit._cells import build_cells, variance_shares_cells
 from fairness.audit._gate import EXIT_CODES, check_state, exit_code, overall_state
 from fairness.audit._intervals import (
     CellCounts,
@@ -25,16 +26,9 @@ from fairness.audit._intervals import (
     upper,
     worst_interval,
 )
-from fairness.audit._metrics import build_design, metric_matrix, scopes
-from fairness.audit._stats import (
-    benjamini_hochberg,
-    bootstrap_weights,
-    holm,
-    permutation_pvalues,
-    scope_stats,
-    variance_shares,
-    wilson,
-)
+from fairness.audit._metrics import build_design, metric_matrix
+from fairness.audit._permutation import permutation_pvalues_cells
+from fairness.audit._stats import benjamini_hochberg, bootstrap_weights, holm
 from fairness.recordings._record import Recording
 from fairness.score._catalog import METRICS
 from fairness.score._rubric import score_texts
@@ -46,12 +40,6 @@ STEREO = [s.name for s in SPECS].index("stereotype_kw_rate")
 
 
 class TestKnownAnswers:
-    @pytest.mark.parametrize("k, n", [(0, 20), (1, 50), (13, 200), (46, 200), (200, 200)])
-    def test_wilson_matches_scipy(self, k, n):
-        ref = sps.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
-        lo, hi = wilson(np.array(k / n), np.array(float(n)), 1.959963984540054)
-        assert lo == pytest.approx(ref.low, abs=1e-9) and hi == pytest.approx(ref.high, abs=1e-9)
-
     def test_holm_matches_the_step_down_definition(self):
         p = np.array([0.01, 0.04, 0.03, 0.20])
         # sorted 0.01, 0.03, 0.04, 0.20 → ×4, ×3, ×2, ×1 with running max
@@ -104,18 +92,15 @@ def _simulate(cases, rate_of, rng, icc_sd=0.5):
     return texts
 
 
-class TestIntervalsAndDeterminism:
-    def test_seeded_bootstrap_is_deterministic(self):
-        cases = _cases(20)
-        texts = _simulate(cases, lambda s: 0.1, np.random.default_rng(0))
-        Y = metric_matrix(score_texts(texts), SPECS)
-        d = build_design(cases, ["a", "b", "c", "d"], {"OCC": "occupation"})
-        sc = scopes(d, max_depth=0)[0]
-        a = scope_stats(d, Y, sc, SPECS, 500, 7)
-        b = scope_stats(d, Y, sc, SPECS, 500, 7)
-        c = scope_stats(d, Y, sc, SPECS, 500, 8)
-        assert np.array_equal(a.se, b.se) and not np.array_equal(a.se, c.se)
+def _pvalues(d, Y, group, n_groups, P, seed):
+    """Permutation p-values per group and pooled, from the rows' cell aggregates (as the audit runs it)."""
+    cell_group = np.zeros(d.n_clusters, dtype=np.int64)
+    cell_group[d.cluster] = group
+    cells = build_cells(d, Y, histogram_metrics=tuple(range(Y.shape[1])))
+    return permutation_pvalues_cells(cells, list(range(Y.shape[1])), cell_group, n_groups, P=P, seed=seed)
 
+
+class TestIntervalsAndPermutation:
     def test_worst_and_gap_intervals_contain_their_points(self):
         cases = _cases(30)
         texts = _simulate(cases, lambda s: {"a": 0.05, "b": 0.1, "c": 0.2, "d": 0.1}[s], np.random.default_rng(3))
@@ -131,7 +116,7 @@ class TestIntervalsAndDeterminism:
         cases = _cases(6)
         d = build_design(cases, ["a", "b", "c", "d"], {"OCC": "occupation"})
         Y = metric_matrix(score_texts(_simulate(cases, lambda _s: 0.3, np.random.default_rng(1))), SPECS)[:, [STEREO]]
-        obs, p, _, p_all = permutation_pvalues(d, Y, d.factors["family"].codes, 2, P=50, seed=1)
+        obs, p, _, p_all = _pvalues(d, Y, d.factors["family"].codes, 2, P=50, seed=1)
         assert p.dtype == np.float64 and p_all.dtype == np.float64 and obs.dtype == np.float64
 
     def test_permutation_p_is_small_for_a_real_gap_and_flat_for_none(self):
@@ -140,8 +125,8 @@ class TestIntervalsAndDeterminism:
         strong = _simulate(cases, lambda s: 0.4 if s == "d" else 0.05, np.random.default_rng(5), icc_sd=0.1)
         none = _simulate(cases, lambda s: 0.1, np.random.default_rng(5), icc_sd=0.1)
         fam = d.factors["family"]
-        _, _, _, p_strong = permutation_pvalues(d, metric_matrix(score_texts(strong), SPECS)[:, [STEREO]], fam.codes, 2, P=500, seed=1)
-        _, _, _, p_none = permutation_pvalues(d, metric_matrix(score_texts(none), SPECS)[:, [STEREO]], fam.codes, 2, P=500, seed=1)
+        _, _, _, p_strong = _pvalues(d, metric_matrix(score_texts(strong), SPECS)[:, [STEREO]], fam.codes, 2, P=500, seed=1)
+        _, _, _, p_none = _pvalues(d, metric_matrix(score_texts(none), SPECS)[:, [STEREO]], fam.codes, 2, P=500, seed=1)
         assert p_strong[0] < 0.01 and p_none[0] > 0.05
 
     def test_variance_shares_sum_to_one(self):
@@ -149,7 +134,7 @@ class TestIntervalsAndDeterminism:
         texts = _simulate(cases, lambda s: 0.3 if s == "a" else 0.1, np.random.default_rng(2))
         Y = metric_matrix(score_texts(texts), SPECS)
         d = build_design(cases, ["a", "b", "c", "d"], {"OCC": "occupation"})
-        shares = variance_shares(d, Y[:, STEREO])
+        shares = variance_shares_cells(d, build_cells(d, Y), STEREO)
         assert sum(shares.values()) == pytest.approx(1.0) and 0 < shares["slice"] < 1
 
 

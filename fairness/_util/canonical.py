@@ -39,9 +39,18 @@ def json_number(x: Any, digits: int = 6) -> float | None:
     return round(x, digits) if math.isfinite(x) else None
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""What `json.dumps(..., sort_keys=True, separators=(",", ":"), ensure_ascii=False)` builds per call."""
+
+
 def canonical_json(value: Any) -> str:
     """Compact JSON with sorted keys and integral floats written as ints."""
-    return json.dumps(_canon(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    if type(value) is str:
+        return _encode_str(value)  # what `_CANONICAL.encode` returns for a str, without its overhead
+    return _CANONICAL.encode(_canon(value))
+
+
+_encode_str = json.encoder.encode_basestring
 
 
 def sha256_text(text: str) -> str:

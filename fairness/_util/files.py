@@ -31,15 +31,21 @@ MAX_CONFIG_ENV = "FAIRNESS_MAX_FILE_BYTES"
 
 
 def config_limit() -> int:
-    raw = os.environ.get(MAX_CONFIG_ENV, "").strip()
+    return env_limit(MAX_CONFIG_ENV, MAX_CONFIG_BYTES, "a positive whole number of bytes")
+
+
+def env_limit(name: str, default: int, what: str, error: type[Exception] = FairnessError) -> int:
+    """A size limit overridable by the environment variable `name` (unset or blank: `default`);
+    anything but a positive integer raises `error` (a ValueError inside pydantic validators)."""
+    raw = os.environ.get(name, "").strip()
     if not raw:
-        return MAX_CONFIG_BYTES
+        return default
     try:
         value = int(raw)
     except ValueError:
-        raise FairnessError(f"{MAX_CONFIG_ENV} must be a whole number of bytes, got {raw!r}") from None
+        raise error(f"{name} must be {what}, got {raw!r}") from None
     if value < 1:
-        raise FairnessError(f"{MAX_CONFIG_ENV} must be positive, got {raw!r}")
+        raise error(f"{name} must be {what}, got {raw!r}")
     return value
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 from fairness._util.errors import FairnessError
 from fairness.action import _commands as _gha
 from fairness.action._artifact import artifact_name
+from fairness.action._env import input_value
 from fairness.action._pr_comment import check_login, check_tag, default_tag, write_payload
 from fairness.audit._gate import FailOn, State
 from fairness.audit._options import DEFAULT_PERMUTATIONS, AuditOptions
@@ -54,7 +55,8 @@ ENV = {
     "comment-author": "FAIRNESS_COMMENT_AUTHOR",
     "upload-artifact": "FAIRNESS_UPLOAD_ARTIFACT",
 }
-"""Action input → environment variable. Composite actions get no INPUT_* variables."""
+"""Action input → environment variable. Composite actions get no INPUT_* variables; a container
+started as a Docker action (or by `docker run -e INPUT_...`) does: `_env.input_value` reads both."""
 
 DEFAULT_SUITE = "fairness-cards/qwen-v0.1"
 NO_RECORDINGS = (
@@ -99,7 +101,8 @@ class Inputs:
 
 
 def _raw(env: Mapping[str, str], name: str, default: str = "") -> str:
-    value = env.get(ENV[name], default).strip()
+    given = input_value(env, name, ENV[name])
+    value = (default if given is None else given).strip()
     if name != "github-token" and _CONTROL.search(value):
         raise FairnessError(f"input `{name}` contains a line break or control character")
     return value
@@ -177,7 +180,7 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         baseline_ref=baseline_ref or None,
         comment_on_pr=_bool("comment-on-pr", _raw(env, "comment-on-pr")),
         python_version=_raw(env, "python-version"),
-        github_token=env.get(ENV["github-token"], "").strip(),
+        github_token=(input_value(env, "github-token", ENV["github-token"]) or "").strip(),
         comment_tag=_comment_tag(env),
         comment_author=check_login(_raw(env, "comment-author"), "input `comment-author`"),
         upload_artifact=_bool("upload-artifact", _raw(env, "upload-artifact", "true")),

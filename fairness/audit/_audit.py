@@ -7,19 +7,20 @@ report stage renders the returned record and nothing else.
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 from typing import Literal
 
 import numpy as np
 
 from fairness._util.canonical import json_number
 from fairness._version import __version__
+from fairness.audit._cells import CellTable, build_cells, cell_scopes, slice_table_cells, variance_shares_cells
 from fairness.audit._gate import check_state, exit_code, overall_state
 from fairness.audit._interval import Interval
 from fairness.audit._intervals import (
     ESTIMAND,
     CellCounts,
     SliceBounds,
-    cell_counts,
     detectable,
     holm_levels,
     level_p,
@@ -36,12 +37,11 @@ from fairness.audit._metrics import (
     build_design,
     gap,
     metric_matrix,
-    scopes,
-    slice_table,
     slice_worst,
     worst_index,
 )
 from fairness.audit._options import AuditOptions, threshold_for
+from fairness.audit._permutation import permutation_pvalues_cells
 from fairness.audit._results import (
     Caveat,
     Estimate,
@@ -64,8 +64,6 @@ from fairness.audit._stats import (
     COVERAGE_NOTE,
     benjamini_hochberg,
     holm,
-    permutation_pvalues,
-    variance_shares,
 )
 from fairness.recordings._record import Recording, join_rows
 from fairness.recordings._store import Manifest, grid_hash
@@ -73,9 +71,9 @@ from fairness.score._catalog import METRICS, MetricSpec
 from fairness.score._rubric import ScoreTable, load_rubric, score_texts
 from fairness.suite._case import Case
 from fairness.suite._rules import DecisionRule
-from fairness.suite._suite import Suite
+from fairness.suite._suite import Suite, iter_grid
 
-__all__ = ["AuditOptions", "FairnessRun", "audit"]
+__all__ = ["AuditOptions", "FairnessRun", "audit", "audit_cells"]
 
 MAX_EMPTY_SHARE = 0.05
 """Above this share of empty outputs in any slice the gate is `undefined` (caveat `empty-outputs`):
@@ -103,29 +101,63 @@ def audit(
     """
     options = options or AuditOptions()
     mode = options.scorer_mode or suite.scorer.mode
+    recordings = join_rows(cases, recordings)  # grid order, joined on row_id: never trust the caller's order
+    if scores is None:
+        scores = score_texts([r.output for r in recordings], mode)
+    Y = metric_matrix(scores, list(METRICS.values()))
+    design = build_design(cases, slice_order_of(suite), placeholder_columns(suite))
+    cells = build_cells(design, Y, histogram_metrics=histogram_metrics(options), empty=empty_flags(recordings))
+    run = audit_cells(suite, design, cells, manifest, options, recordings_path=recordings_path, manifest_sha256=manifest_sha256)
+    return run, scores
+
+
+def slice_order_of(suite: Suite) -> list[str]:
+    return ["_".join(s[d] for d in suite.attributes) for s in suite.slice_list]
+
+
+def placeholder_columns(suite: Suite) -> dict[str, str]:
+    return {ph: suite.column_for(ph) for ph in suite.placeholders}
+
+
+def histogram_metrics(options: AuditOptions) -> tuple[int, ...]:
+    """The metrics whose per-cell value counts the permutation tests need (the harms)."""
+    if options.permutations <= 0:
+        return ()
+    return tuple(m for m, s in enumerate(METRICS.values()) if s.higher_is_worse is True)
+
+
+def audit_cells(
+    suite: Suite,
+    design: Design,
+    cells: CellTable,
+    manifest: Manifest,
+    options: AuditOptions | None = None,
+    *,
+    recordings_path: str = "",
+    manifest_sha256: str = "",
+) -> FairnessRun:
+    """The audit from per-cell aggregates (see `fairness.audit._cells`): what `audit` does
+    after scoring, and all a streamed run needs. `design` supplies the level names only."""
+    options = options or AuditOptions()
+    mode = options.scorer_mode or suite.scorer.mode
     min_n = options.min_group_size if options.min_group_size is not None else suite.min_group_size
     rules = list(options.rules) if options.rules is not None else list(suite.rules)
     rules = [r for r in rules if r.kind == "absolute"]  # regression rules need a base run: `diff`
     if options.threshold is not None:
         rules = [threshold_for(r, options.threshold, METRICS[r.metric].kind if r.metric in METRICS else "") for r in rules]
-    recordings = join_rows(cases, recordings)  # grid order, joined on row_id: never trust the caller's order
-    if scores is None:
-        scores = score_texts([r.output for r in recordings], mode)
     specs = list(METRICS.values())
-    Y = metric_matrix(scores, specs)
-    columns = {ph: suite.column_for(ph) for ph in suite.placeholders}
-    slice_order = ["_".join(s[d] for d in suite.attributes) for s in suite.slice_list]
-    design = build_design(cases, slice_order, columns)
-    all_scopes = scopes(design)
+    n_rows = cells.n_rows
+    all_scopes = cell_scopes(design, cells)
 
     caveats: list[Caveat] = []
     metric_results = {s.name: MetricResult(metric=s.name, kind=s.kind, higher_is_worse=s.higher_is_worse, description=s.description, scopes={}) for s in specs}
     S = len(design.slices)
     cells_of: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for scope in all_scopes:
-        table = slice_table(design, Y, scope)
+        in_scope = scope.mask  # a mask over cells
+        table = slice_table_cells(cells, scope, in_scope)
         values = table.values
-        T, N = cell_counts(design.cluster[scope.mask], design.slice_codes[scope.mask], Y[scope.mask], S)
+        T, N = cells.sums[in_scope], cells.n[in_scope]  # what `cell_counts` gives from the scope's rows
         cells_of[scope.name] = (T, N)
         n_cells = (N > 0).sum(axis=0)
         live = table.n > 0
@@ -181,17 +213,17 @@ def audit(
                 n=int(np.sum(table.n)), by_slice=by_slice, pooled=pooled, worst_slice=worst, max_minus_min=g, caveats=notes, cells=min_cells
             )
 
-    _add_permutation_tests(design, Y, specs, metric_results, options)
+    _add_permutation_tests(design, cells, specs, metric_results, options)
     checks = _check_rules(rules, metric_results, cells_of, [f.id for f in suite.families], min_n, options)
     states = [c.state for c in checks]
     state = overall_state(states) if rules else "undefined"
     reasons = [f"{c.rule} [{c.scope}]: {c.state} — {c.reason}" for c in checks if c.state != "pass"]
     if not manifest.complete and state == "pass":
         state = "inconclusive"
-        reasons.append(f"the recording set is incomplete ({len(recordings)}/{manifest.expected_rows} rows): the missing rows could change a pass")
+        reasons.append(f"the recording set is incomplete ({n_rows}/{manifest.expected_rows} rows): the missing rows could change a pass")
     if not rules:
         reasons = ["the suite defines no decision rules"]
-    empty = empty_shares(cases, recordings, slice_order)
+    empty = empty_shares(cells, design.slices)
     over = [s for s in empty if empty[s] > MAX_EMPTY_SHARE]
     if over:
         state = "undefined"
@@ -206,14 +238,14 @@ def audit(
                    if over else f"every slice is within {MAX_EMPTY_SHARE:.0%}")
         caveats.append(Caveat(code="empty-outputs", message=f"empty outputs per slice: {shares}; {verdict}"))
     families = _family_table(suite, metric_results, checks)
-    stability = [_stability(rule, design, Y, specs, min_n, options) for rule in rules if rule.scope == "each_family"]
+    stability = [_stability(rule, design, cells, specs, min_n, options) for rule in rules if rule.scope == "each_family"]
     variance = {
-        s.name: {k: round(v, 6) for k, v in variance_shares(design, Y[:, m]).items()}
+        s.name: {k: round(v, 6) for k, v in variance_shares_cells(design, cells, m).items()}
         for m, s in enumerate(specs)
         if s.higher_is_worse is not None or s.kind == "rate"
     }
     rubric = load_rubric()
-    run = FairnessRun(
+    return FairnessRun(
         tool=ToolInfo(name="llm-fairness-check", version=__version__),
         suite=SuiteInfo(name=suite.name, version=suite.version, hash=suite.hash),
         recordings=RecordingsInfo(
@@ -240,7 +272,7 @@ def audit(
             gate_on=options.gate_on,
             interval_depth=options.interval_depth,
         ),
-        n_rows=len(recordings),
+        n_rows=n_rows,
         slices=design.slices,
         families=families,
         rules=checks,
@@ -265,28 +297,29 @@ def audit(
         ),
         metrics=list(metric_results.values()),
     )
-    return run, scores
 
 
-def empty_shares(cases: list[Case], recordings: list[Recording], slice_order: list[str]) -> dict[str, float]:
+def empty_shares(cells: CellTable, slices: list[str]) -> dict[str, float]:
     """Per slice, in slice order, the share of outputs that are empty or whitespace (estimand: the
     proportion of the slice's recorded rows whose output has no visible character)."""
-    n: dict[str, int] = dict.fromkeys(slice_order, 0)
-    k: dict[str, int] = dict.fromkeys(slice_order, 0)
-    for case, rec in zip(cases, recordings, strict=True):
-        n[case.slice_id] = n.get(case.slice_id, 0) + 1
-        if not (rec.output or "").strip():
-            k[case.slice_id] = k.get(case.slice_id, 0) + 1
-    return {s: k[s] / n[s] for s in n if n[s]}
+    n = cells.n.sum(axis=0)
+    return {s: float(cells.n_empty[i] / n[i]) for i, s in enumerate(slices) if n[i]}
 
 
-def _add_permutation_tests(design: Design, Y: np.ndarray, specs: list[MetricSpec], results: dict[str, MetricResult], options: AuditOptions) -> None:
+def empty_flags(recordings: list[Recording]) -> np.ndarray:
+    """Which outputs are empty or whitespace only."""
+    return np.fromiter((not (r.output or "").strip() for r in recordings), dtype=bool, count=len(recordings))
+
+
+def _add_permutation_tests(design: Design, cells: CellTable, specs: list[MetricSpec], results: dict[str, MetricResult], options: AuditOptions) -> None:
     """Permutation p-values for the harm metrics, overall and per family, Holm- and BH-adjusted together."""
     if options.permutations <= 0:
         return
     harm = [m for m, s in enumerate(specs) if s.higher_is_worse is True]
     fam = design.factors["family"]
-    _, p_fam, _, p_all = permutation_pvalues(design, Y[:, harm], fam.codes, len(fam.levels), P=options.permutations, seed=options.seed)
+    _, p_fam, _, p_all = permutation_pvalues_cells(
+        cells, harm, cells.cell_codes["family"], len(fam.levels), P=options.permutations, seed=options.seed
+    )
     tests: list[tuple[str, str, float]] = []
     for j, m in enumerate(harm):
         name = specs[m].name
@@ -490,14 +523,13 @@ def _family_table(suite: Suite, results: dict[str, MetricResult], checks: list[R
     return rows
 
 
-def _stability(rule: DecisionRule, design: Design, Y: np.ndarray, specs: list[MetricSpec], min_n: int, options: AuditOptions) -> Stability:
+def _stability(rule: DecisionRule, design: Design, cells: CellTable, specs: list[MetricSpec], min_n: int, options: AuditOptions) -> Stability:
     """Does the rule's verdict survive a change of family, paraphrase or decoding regime?"""
     m = [s.name for s in specs].index(rule.metric)
     spec = specs[m]
 
-    def verdict(mask: np.ndarray) -> bool | None:
-        scope = Scope("x", (), mask)
-        t = slice_table(design, Y, scope)
+    def verdict(in_scope: np.ndarray) -> bool | None:
+        t = slice_table_cells(cells, Scope("x", (), in_scope), in_scope)
         if np.any(t.n < min_n) and not options.allow_small_samples:
             return None
         v = t.values[:, m]
@@ -510,7 +542,7 @@ def _stability(rule: DecisionRule, design: Design, Y: np.ndarray, specs: list[Me
         f = design.factors[factor]
         out = {}
         for i, lv in enumerate(f.levels):
-            v = verdict(f.codes == i)
+            v = verdict(cells.cell_codes[factor] == i)
             if v is not None:
                 out[lv] = v
         return out
@@ -535,7 +567,7 @@ def _run_caveats(suite: Suite, manifest: Manifest, mode: str, results: dict[str,
         out.append(Caveat(code="test-model", message=f"recordings come from a stand-in test model (`{manifest.model.id}`), not the audited model: {manifest.model.note}"))
     # Staleness is about what the model was asked (prompts, sampling, seeds, system prompt): a change
     # to rules, thresholds or the scorer leaves the recordings valid, and the audit applies the current ones.
-    if manifest.grid_hash != grid_hash(suite.expand(), suite.system_prompt):
+    if manifest.grid_hash != grid_hash(iter_grid(suite, SimpleNamespace), suite.system_prompt):  # streamed, light rows
         out.append(Caveat(code="stale-recordings", message="the recordings were made for another grid of this suite (grid hash differs); every replayed row matches its prompt, sampling and seed, but the recorded grid held other rows"))
     if not manifest.complete:
         out.append(Caveat(code="incomplete-recordings", message=f"the recording set is marked incomplete ({manifest.rows}/{manifest.expected_rows} rows)"))

@@ -267,10 +267,14 @@ def capped_corr(r: float, a: float, b: float, a0: float, b0: float) -> float:
     return float(min(max(r, 0.0), max(min(r_max, 1.0), 0.0)))
 
 
-def pair_difference(sb: SliceBounds, i: int, j: int, tail: float) -> tuple[float, float]:
-    """Paired interval for value_i − value_j, each end missing with probability `tail`."""
+def pair_difference(sb: SliceBounds, i: int, j: int, tail: float,
+                    bounds: tuple[np.ndarray, ...] | None = None) -> tuple[float, float]:
+    """Paired interval for value_i − value_j, each end missing with probability `tail`.
+
+    `bounds`: `_pair_bounds(sb, tail)` when the caller already has them (one evaluation of the
+    exact bounds serves every pair at that level)."""
     v = sb.cc.values
-    lo, hi, lo0, hi0 = sb.lo(tail), sb.hi(tail), sb.lo(tail, deff1=True), sb.hi(tail, deff1=True)
+    lo, hi, lo0, hi0 = bounds if bounds is not None else _pair_bounds(sb, tail)
     r = cluster_corr(sb.cc.sums[:, i], sb.cc.counts[:, i], sb.cc.sums[:, j], sb.cc.counts[:, j])
     d = float(v[i] - v[j])
     ai_lo, ai_hi, bj_lo, bj_hi = v[i] - lo[i], hi[i] - v[i], v[j] - lo[j], hi[j] - v[j]
@@ -279,6 +283,11 @@ def pair_difference(sb: SliceBounds, i: int, j: int, tail: float) -> tuple[float
     low = d - math.sqrt(max(ai_lo**2 + bj_hi**2 - 2 * r_low * ai_lo * bj_hi, 0.0))
     high = d + math.sqrt(max(ai_hi**2 + bj_lo**2 - 2 * r_high * ai_hi * bj_lo, 0.0))
     return low, high
+
+
+def _pair_bounds(sb: SliceBounds, tail: float) -> tuple[np.ndarray, ...]:
+    """Every slice's bounds at `tail`: effective-n and design-effect-1 (the binomial floor)."""
+    return sb.lo(tail), sb.hi(tail), sb.lo(tail, deff1=True), sb.hi(tail, deff1=True)
 
 
 def gap_interval(sb: SliceBounds, alpha: float, *, low_tail: float | None = None,
@@ -297,10 +306,11 @@ def gap_interval(sb: SliceBounds, alpha: float, *, low_tail: float | None = None
     pairs = [(int(i), int(j)) for a, i in enumerate(live) for j in live[a + 1:]]
     t_low = lt / (2 * len(pairs))
     low, high = 0.0, 0.0
+    at_low, at_high = _pair_bounds(sb, t_low), _pair_bounds(sb, ht)
     for i, j in pairs:
-        lo_ij, hi_ij = pair_difference(sb, i, j, t_low)
+        lo_ij, hi_ij = pair_difference(sb, i, j, t_low, at_low)
         low = max(low, lo_ij, -hi_ij)
-        lo_h, hi_h = pair_difference(sb, i, j, ht)
+        lo_h, hi_h = pair_difference(sb, i, j, ht, at_high)
         high = max(high, hi_h, -lo_h)
     if not (math.isfinite(low) and math.isfinite(high)):
         return Interval(math.nan, math.nan, "paired-newcombe-simultaneous")

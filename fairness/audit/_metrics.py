@@ -8,7 +8,7 @@ scored output) and the score columns; the results are plain tables that later st
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -98,16 +98,26 @@ class Scope:
 
 def scopes(design: Design, max_depth: int | None = None) -> list[Scope]:
     """Every combination of scope factors: overall, each factor, each pair, … up to `max_depth`."""
-    out = [Scope("overall", (), np.ones(design.n, dtype=bool))]
+    codes = {name: f.codes for name, f in design.factors.items()}
+    return scope_masks(design, np.ones(design.n, dtype=bool), codes, max_depth)
+
+
+def scope_masks(
+    design: Design, base: np.ndarray, codes: Mapping[str, np.ndarray], max_depth: int | None = None
+) -> list[Scope]:
+    """The scopes of `scopes`, in the same order, as masks over whatever units `base` and `codes`
+    index (rows, or template cells in `fairness.audit._cells`): `base` marks the units that count,
+    `codes[factor]` gives each unit's level; a scope with no unit left out of `base` is skipped."""
+    out = [Scope("overall", (), base)]
     names = design.scope_factors
     depth = len(names) if max_depth is None else max_depth
     for k in range(1, depth + 1):
         for combo in itertools.combinations(names, k):
             fs = [design.factors[f] for f in combo]
             for levels in itertools.product(*(range(len(f.levels)) for f in fs)):
-                mask = np.ones(design.n, dtype=bool)
+                mask = base.copy()
                 for f, lv in zip(fs, levels, strict=True):
-                    mask &= f.codes == lv
+                    mask &= codes[f.name] == lv
                 if not mask.any():
                     continue
                 cond = tuple((f.name, f.levels[lv]) for f, lv in zip(fs, levels, strict=True))

@@ -1,35 +1,15 @@
-"""Stats: cluster bootstrap, permutation tests, multiplicity control, variance shares.
+"""Stats shared by the audit and the evaluators: the cluster-bootstrap weights, multiplicity control,
+the coverage note and the default levels.
 
 The gate's intervals (exact, for the grid estimand, from per-cell counts) live in
-`fairness.audit._intervals`; the bootstrap-based interval functions below are no longer used
-by the audit (kept until the per-cell bootstrap rewrite lands, then to be dropped).
-
-Former rationale:
-- Seeds of one prompt are not independent, so uncertainty comes from a **cluster
-  bootstrap** over template cells (one cell = a template with all its slices and seeds;
-  resampling whole cells keeps the slices paired). One seeded (B × cells) weight matrix
-  serves every slice and metric of a scope.
-- The percentile bootstrap under-covers a rate near 0 or 1, a max over slices and a gap
-  near 0. So a rate's interval is a **Wilson interval on the effective sample size**
-  (n divided by the bootstrap design effect); counts use the bootstrap standard error.
-- The worst slice and the max−min gap get **simultaneous (Bonferroni) bounds**: the
-  worst-slice lower bound uses every slice's bound at α/(2k), the upper bound the
-  individual α/2 bound; the gap combines per-slice bounds at α/(4k) and α/4. Each is
-  ≥ 1−α by construction, conservative when slices are equal (see the coverage benchmark).
+`fairness.audit._intervals`, the permutation test in `fairness.audit._permutation`. The former
+bootstrap/Wilson interval method is gone from the product; `benchmarks/stats_simulation.py` keeps
+a private copy as its reference.
 """
 
 from __future__ import annotations
 
-import math
-import zlib
-from dataclasses import dataclass
-from statistics import NormalDist
-
 import numpy as np
-
-from fairness.audit._interval import Interval
-from fairness.audit._metrics import Design, Scope
-from fairness.score._catalog import MetricSpec
 
 COVERAGE_NOTE = (
     "Simulated for the grid estimand (benchmarks/stats_simulation.py: one family of 40 template cells x 4 slices x "
@@ -47,11 +27,6 @@ DEFAULT_B = 2000
 DEFAULT_ALPHA = 0.05
 
 
-def z_of(tail: float) -> float:
-    """Standard-normal quantile for a one-sided tail probability."""
-    return NormalDist().inv_cdf(1.0 - tail)
-
-
 # -- cluster bootstrap ------------------------------------------------------------------
 
 
@@ -62,196 +37,7 @@ def bootstrap_weights(n_clusters: int, B: int, rng: np.random.Generator) -> np.n
     return np.bincount(flat, minlength=B * n_clusters).reshape(B, n_clusters).astype(np.float64)
 
 
-@dataclass(frozen=True)
-class ScopeStats:
-    """Per-slice point values, effective n and bootstrap SEs for one scope (S × M arrays)."""
-
-    n: np.ndarray
-    values: np.ndarray
-    se: np.ndarray
-    n_eff: np.ndarray
-    pooled: np.ndarray
-    pooled_se: np.ndarray
-    pooled_n_eff: np.ndarray
-    n_total: int
-
-
-def scope_stats(design: Design, Y: np.ndarray, scope: Scope, specs: list[MetricSpec], B: int, seed: int) -> ScopeStats:
-    """Cluster-bootstrap the per-slice means of every metric in one scope."""
-    S, M = len(design.slices), Y.shape[1]
-    mask = scope.mask
-    cl_raw = design.cluster[mask]
-    clusters, cl = np.unique(cl_raw, return_inverse=True)
-    C = len(clusters)
-    sl = design.slice_codes[mask]
-    key = cl * S + sl
-    T = np.zeros((C * S, M))
-    np.add.at(T, key, Y[mask])
-    N = np.bincount(key, minlength=C * S).astype(np.float64)
-    n = N.reshape(C, S).sum(axis=0)
-    sums = T.reshape(C, S, M).sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        values = sums / n[:, None]
-        pooled = sums.sum(axis=0) / n.sum()
-    rng = np.random.default_rng([seed, _stable_hash(scope.name)])
-    W = bootstrap_weights(C, B, rng) if C > 1 else np.ones((B, max(C, 1)))
-    bT = W @ T.reshape(C, S * M)  # (B × S·M)
-    bN = W @ N.reshape(C, S)  # (B × S)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        boot = bT.reshape(B, S, M) / bN[:, :, None]
-        boot_pooled = bT.reshape(B, S, M).sum(axis=1) / bN.sum(axis=1)[:, None]
-    inflate = math.sqrt(C / (C - 1)) if C > 1 else math.nan
-    se = np.nanstd(boot, axis=0, ddof=1) * inflate if C > 1 else np.full((S, M), np.nan)
-    pooled_se = np.nanstd(boot_pooled, axis=0, ddof=1) * inflate if C > 1 else np.full(M, np.nan)
-    is_rate = np.array([s.kind == "rate" for s in specs])
-    n_eff = _effective_n(values, se, n[:, None], is_rate, pooled, pooled_se, n.sum())
-    pooled_n_eff = _effective_n(pooled[None], pooled_se[None], np.array([[n.sum()]]), is_rate, pooled, pooled_se, n.sum())[0]
-    return ScopeStats(n, values, se, n_eff, pooled, pooled_se, pooled_n_eff, int(n.sum()))
-
-
-def _stable_hash(text: str) -> int:
-    """A process-independent hash of the whole scope name, so every scope draws its own stream."""
-    return zlib.crc32(text.encode("utf-8"))
-
-
-def _effective_n(p, se, n, is_rate, pooled, pooled_se, n_pooled) -> np.ndarray:
-    """n / design effect, the design effect being bootstrap variance over binomial variance.
-
-    A slice's own design effect rests on few events and is noisy (the coverage benchmark
-    shows it under-estimates), so the larger of it and the scope's pooled design effect is
-    used (the bootstrap SE already carries a √(C/(C−1)) small-sample correction); never below 1.
-    """
-    with np.errstate(invalid="ignore", divide="ignore"):
-        binom = p * (1 - p) / n
-        deff = se**2 / binom
-        pooled_binom = pooled * (1 - pooled) / n_pooled
-        pooled_deff = np.where(pooled_binom > 0, pooled_se**2 / pooled_binom, 1.0)
-    pooled_deff = np.where(np.isfinite(pooled_deff), np.maximum(pooled_deff, 1.0), 1.0)
-    deff = np.where((binom > 0) & np.isfinite(deff), deff, 1.0)
-    deff = np.maximum(np.maximum(deff, np.broadcast_to(pooled_deff, deff.shape)), 1.0)
-    return np.where(is_rate[None, :] if np.ndim(is_rate) else is_rate, n / deff, n)
-
-
-def wilson(p: np.ndarray, n: np.ndarray, z: float) -> tuple[np.ndarray, np.ndarray]:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        denom = 1 + z * z / n
-        centre = (p + z * z / (2 * n)) / denom
-        half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
-
-
-def bounds(values, se, n_eff, is_rate, tail: float) -> tuple[np.ndarray, np.ndarray]:
-    """One-sided lower and upper bounds, each missing with probability `tail`."""
-    z = z_of(tail)
-    wl, wu = wilson(values, n_eff, z)
-    nl = np.maximum(values - z * se, 0.0)
-    nu = values + z * se
-    return np.where(is_rate, wl, nl), np.where(is_rate, wu, nu)
-
-
-def slice_intervals(st: ScopeStats, specs: list[MetricSpec], alpha: float = DEFAULT_ALPHA):
-    is_rate = np.array([s.kind == "rate" for s in specs])[None, :]
-    return bounds(st.values, st.se, st.n_eff, is_rate, alpha / 2)
-
-
-def pooled_interval(st: ScopeStats, specs: list[MetricSpec], alpha: float = DEFAULT_ALPHA):
-    is_rate = np.array([s.kind == "rate" for s in specs])
-    return bounds(st.pooled, st.pooled_se, st.pooled_n_eff, is_rate, alpha / 2)
-
-
-def worst_interval(st: ScopeStats, m: int, spec: MetricSpec, alpha: float = DEFAULT_ALPHA) -> Interval:
-    """Simultaneous interval for the worst slice's value (max for harms, min for goods)."""
-    k = len(st.n)
-    is_rate = spec.kind == "rate"
-    v, se, ne = st.values[:, m], st.se[:, m], st.n_eff[:, m]
-    lo_all, hi_all = bounds(v, se, ne, is_rate, alpha / (2 * k))
-    lo_one, hi_one = bounds(v, se, ne, is_rate, alpha / 2)
-    if spec.higher_is_worse is False:
-        return Interval(float(np.min(lo_one)), float(np.min(hi_all)), "simultaneous-min")
-    return Interval(float(np.max(lo_all)), float(np.max(hi_one)), "simultaneous-max")
-
-
-def gap_interval(st: ScopeStats, m: int, spec: MetricSpec, alpha: float = DEFAULT_ALPHA) -> Interval:
-    """Simultaneous interval for max − min over slices; the lower end is clamped at 0."""
-    k = len(st.n)
-    is_rate = spec.kind == "rate"
-    v, se, ne = st.values[:, m], st.se[:, m], st.n_eff[:, m]
-    lo_s, hi_s = bounds(v, se, ne, is_rate, alpha / (4 * k))
-    lo_i, hi_i = bounds(v, se, ne, is_rate, alpha / 4)
-    low = max(0.0, float(np.max(lo_s) - np.min(hi_s)))
-    high = float(np.max(hi_i) - np.min(lo_i))
-    return Interval(low, high, "simultaneous-gap")
-
-
-# -- permutation tests ------------------------------------------------------------------
-
-
-def _within_strata_permutations(strata: np.ndarray, P: int, rng: np.random.Generator) -> np.ndarray:
-    """(P × n) row indices, each row a random permutation of rows within their stratum.
-
-    Balanced grids (every stratum the same size) take a fast path: shuffle each block
-    in place with `Generator.permuted`; otherwise random keys are sorted within strata.
-    """
-    order = np.argsort(strata, kind="stable")
-    sizes = np.bincount(strata)
-    sizes = sizes[sizes > 0]
-    n = len(strata)
-    if len(sizes) and np.all(sizes == sizes[0]) and sizes[0] < 2**15:
-        C, k = len(sizes), int(sizes[0])
-        local = rng.permuted(np.broadcast_to(np.arange(k, dtype=np.int16), (P, C, k)), axis=2)
-        shuffled = order.reshape(C, k)[np.arange(C)[None, :, None], local].reshape(P, n)
-    else:
-        keys = rng.random((P, n)) + strata[order][None, :].astype(np.float64)
-        shuffled = order[np.argsort(keys, axis=1)]
-    out = np.empty((P, n), dtype=np.int64)
-    out[:, order] = shuffled
-    return out
-
-
-def permutation_pvalues(
-    design: Design, Y: np.ndarray, group: np.ndarray, n_groups: int, P: int = 2000, seed: int = 0, chunk: int = 100
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """p-values of "slices differ" (statistic: max−min of slice means) per group × metric.
-
-    Permuting slice labels within template cells (strata) is the same as permuting the
-    outcomes within cells with labels fixed, which keeps the paired design. One set of
-    permutations serves every group (e.g. family) and the pooled scope.
-    p = (1 + #{permuted ≥ observed}) / (P + 1).
-    Returns (observed gaps per group, p per group, observed pooled gap, p pooled).
-    """
-    S, n, M = len(design.slices), design.n, Y.shape[1]
-    rng = np.random.default_rng(seed)
-    cells = group * S + design.slice_codes
-    onehot = np.zeros((n, n_groups * S), dtype=np.float32)
-    onehot[np.arange(n), cells] = 1.0
-    counts = onehot.sum(axis=0).reshape(n_groups, S)
-
-    def gaps(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        # sums: (..., M, G*S) → gap per group (..., G, M) and pooled (..., M)
-        by = sums.reshape(*sums.shape[:-1], n_groups, S)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            means = by / counts
-            pooled = by.sum(axis=-2) / counts.sum(axis=0)
-        g = np.nanmax(means, axis=-1) - np.nanmin(means, axis=-1)
-        return np.swapaxes(g, -1, -2), np.nanmax(pooled, axis=-1) - np.nanmin(pooled, axis=-1)
-
-    obs_g, obs_p = gaps(Y.T.astype(np.float32) @ onehot)
-    perms = _within_strata_permutations(design.cluster, P, rng)
-    obs_g, obs_p = obs_g.astype(np.float64), obs_p.astype(np.float64)  # p-values in float64
-    exceed_g = np.zeros(obs_g.shape)
-    exceed_p = np.zeros(obs_p.shape)
-    Yt = np.ascontiguousarray(Y.T, dtype=np.float32)  # exact: flags and small counts
-    for start in range(0, P, chunk):
-        idx = perms[start : start + chunk]
-        Yp = Yt[:, idx]  # (M, c, n)
-        sums = (Yp.reshape(-1, n) @ onehot).reshape(M, len(idx), -1).transpose(1, 0, 2)
-        g, pl = gaps(sums)
-        with np.errstate(invalid="ignore"):
-            exceed_g += (g >= obs_g[None] - 1e-6).sum(axis=0)
-            exceed_p += (pl >= obs_p[None] - 1e-6).sum(axis=0)
-    p_g = np.where(np.isnan(obs_g), np.nan, (1.0 + exceed_g) / (P + 1.0))
-    p_p = np.where(np.isnan(obs_p), np.nan, (1.0 + exceed_p) / (P + 1.0))
-    return obs_g, p_g, obs_p, p_p
+# -- multiplicity control ----------------------------------------------------------------
 
 
 def _nan_aware(adjust):
@@ -285,34 +71,3 @@ def benjamini_hochberg(sorted_p: np.ndarray) -> np.ndarray:
     """Benjamini–Hochberg adjusted p-values (false-discovery-rate control), NaN-aware."""
     m = len(sorted_p)
     return np.minimum.accumulate((sorted_p * m / np.arange(1, m + 1))[::-1])[::-1]
-
-
-# -- variance decomposition ---------------------------------------------------------------
-
-
-def variance_shares(design: Design, y: np.ndarray) -> dict[str, float]:
-    """Share of the total sum of squares explained by each grid factor (main effects).
-
-    The grid is balanced, so main effects are orthogonal and their sums of squares add;
-    paraphrase is nested in family and reported net of it; what no factor explains
-    (mostly seed-to-seed sampling noise) is `residual`.
-    """
-    grand = y.mean()
-    total = float(((y - grand) ** 2).sum())
-    if total == 0:
-        return {}
-
-    def ss(codes: np.ndarray) -> float:
-        cnt = np.bincount(codes).astype(float)
-        sums = np.bincount(codes, weights=y)
-        ok = cnt > 0
-        return float((cnt[ok] * (sums[ok] / cnt[ok] - grand) ** 2).sum())
-
-    shares: dict[str, float] = {"slice": ss(design.slice_codes)}
-    for name, f in design.factors.items():
-        shares[name] = ss(f.codes)
-    if "paraphrase" in shares and "family" in shares:
-        shares["paraphrase"] = max(shares["paraphrase"] - shares["family"], 0.0)
-    explained = sum(shares.values())
-    shares["residual"] = max(total - explained, 0.0)
-    return {k: v / total for k, v in shares.items()}

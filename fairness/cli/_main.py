@@ -81,7 +81,7 @@ def add_generate_options(gen: argparse.ArgumentParser, out_help: str) -> None:
     gen.add_argument("--out", required=True, help=out_help)
     gen.add_argument("--live", action="store_true", help="opt in to live generation (or FAIRNESS_ALLOW_LIVE=1)")
     gen.add_argument("--max-rows", type=int, help="stop after this many new rows (smoke runs)")
-    gen.add_argument("--threads", type=int, help="CPU threads (llamacpp)")
+    gen.add_argument("--threads", type=int, help="CPU threads per llamacpp process (default 1; use --shard K/N processes for more cores)")
     gen.add_argument("--batch-size", type=int, default=16, help="rows per generate call (transformers)")
     gen.add_argument("--device", help="cpu, cuda, cuda:0 … (local engines; default: the GPU if there is one). "
                                       f"Without a GPU, more than {CPU_ROW_LIMIT} rows need an explicit --device cpu")

@@ -32,6 +32,10 @@ class _Memo:
         self.name = scorer.name
         self._cache: dict[str, float] = {}
 
+    def masking_is_neutral(self, raw: str, masked: str) -> bool:
+        neutral = getattr(self._scorer, "masking_is_neutral", None)
+        return neutral is not None and neutral(raw, masked)
+
     def score(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 

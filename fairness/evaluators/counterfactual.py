@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import sparse
 
 from fairness._util.errors import FairnessError
 from fairness.audit._interval import Interval
@@ -111,11 +110,12 @@ CAVEAT = (
 
 def _distances(
     component: Component, texts: list[str], prompts: list[str], idx: np.ndarray, valid: np.ndarray,
-    scorer: TextScorer | None,
+    scorer: TextScorer | None, tokens: list[list[str]],
 ) -> np.ndarray:
-    """(strata, n, n) distances for one component; 0 on padded pairs."""
+    """(strata, n, n) distances for one component; 0 on padded pairs. `tokens` are the
+    masked texts' `words`, shared by the length and lexical components."""
     if component == "lexical":
-        return _lexical(texts, idx, valid)
+        return _lexical(tokens, idx, valid)
     if component == "sentiment":
         assert scorer is not None, "the sentiment component needs a scorer"
         f = checked_scores(scorer, texts) / 2.0
@@ -123,7 +123,7 @@ def _distances(
     elif component == "refusal":
         f = np.array([classify(t, p or None) == "refusal" for t, p in zip(texts, prompts, strict=True)], dtype=float)
     else:
-        f = np.array([len(words(t)) for t in texts], dtype=float)
+        f = np.array([len(w) for w in tokens], dtype=float)
     x = f[idx]
     d = np.abs(x[:, :, None] - x[:, None, :])
     if component == "length":
@@ -132,21 +132,17 @@ def _distances(
     return np.where(valid[:, :, None] & valid[:, None, :], d, 0.0)
 
 
-def _lexical(texts: list[str], idx: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    vocab: dict[str, int] = {}
-    rows, cols = [], []
-    for i, t in enumerate(texts):
-        for w in set(words(t)):
-            rows.append(i)
-            cols.append(vocab.setdefault(w, len(vocab)))
-    x = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(texts), max(len(vocab), 1)))
-    size = np.asarray(x.sum(axis=1)).ravel()
+def _lexical(tokens: list[list[str]], idx: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """1 − Jaccard of word sets within each stratum (a stratum's few outputs: set intersections
+    beat a sparse product and its import)."""
+    sets = [set(t) for t in tokens]
     out = np.zeros(idx.shape + idx.shape[-1:])
     for s in range(idx.shape[0]):
         k = int(valid[s].sum())
-        sub = x[idx[s, :k]]
-        inter = (sub @ sub.T).toarray()
-        union = size[idx[s, :k]][:, None] + size[idx[s, :k]][None, :] - inter
+        members = [sets[i] for i in idx[s, :k].tolist()]
+        inter = np.array([[len(a & b) for b in members] for a in members], dtype=float).reshape(k, k)
+        size = np.array([len(a) for a in members], dtype=float)
+        union = size[:, None] + size[None, :] - inter
         out[s, :k, :k] = 1.0 - np.nan_to_num(ratio(inter, union), nan=1.0)
     return out
 
@@ -179,7 +175,12 @@ def _shuffle_within_seed(groups: np.ndarray, seeds: np.ndarray, n: int, rng: np.
     """`n` relabellings of (strata, k) group codes, each shuffled within every seed block."""
     base = np.argsort(seeds, axis=-1, kind="stable")
     keys = rng.random((n, *groups.shape))
-    order = np.lexsort((keys, np.broadcast_to(seeds, keys.shape)), axis=-1)
+    shifted = seeds - seeds.min()  # ≥ 0
+    if shifted.max(initial=0) < 1 << 9:
+        # rng.random gives multiples of 2⁻⁵³: (seed, key) packed into one int64 sorts exactly as lexsort does
+        order = np.argsort((shifted << 53) + (keys * (1 << 53)).astype(np.int64), axis=-1, kind="stable")
+    else:
+        order = np.lexsort((keys, np.broadcast_to(seeds, keys.shape)), axis=-1)
     out = np.empty(keys.shape, dtype=groups.dtype)
     picked = np.take_along_axis(np.broadcast_to(groups, keys.shape), order, axis=-1)
     np.put_along_axis(out, np.broadcast_to(base, keys.shape).copy(), picked, axis=-1)
@@ -241,7 +242,11 @@ def counterfactual_divergence(
 
     scorer = (load_scorer(sentiment) if isinstance(sentiment, str) else sentiment) if "sentiment" in components else None
     prompts = [s.prompt for s in samples]
-    dist = np.stack([_distances(c, texts, prompts, idx, valid, scorer) for c in components])  # (K, T, n, n)
+    sent_texts = _sentiment_texts([s.text for s in samples], texts, scorer)
+    tokens = [words(t) for t in texts] if {"length", "lexical"} & set(components) else []
+    dist = np.stack([
+        _distances(c, sent_texts if c == "sentiment" else texts, prompts, idx, valid, scorer, tokens) for c in components
+    ])  # (K, T, n, n)
     sums, counts = _pair_sums(dist, onehot, diff_seed)  # (K, T, G, G)
     w_sum, w_cnt, c_sum, c_cnt = _split(sums, counts)
     usable = (w_cnt[0] > 0) & (c_cnt[0] > 0)
@@ -255,7 +260,7 @@ def counterfactual_divergence(
     rng = np.random.default_rng(seed)
     c_codes, c_keys = encode([cluster_of[t] for t in np.flatnonzero(usable)])
     w = weights(len(c_keys), n_resamples, rng)
-    p_values = _permutation_p(dist, groups, seeds, diff_seed, usable, excess_t, len(group_names), n_permutations, rng)
+    p_values = _permutation_p(dist, groups, seeds, diff_seed, usable, excess_t, n_permutations, rng)
     pair_excess = _pair_excess(sums, counts)  # (K, T, G, G)
 
     degenerate = int((usable & np.all(w_sum == 0, axis=0)).sum())
@@ -291,6 +296,16 @@ def counterfactual_divergence(
         masked_terms=terms,
         caveat=caveat,
     )
+
+
+def _sentiment_texts(raw: list[str], masked: list[str], scorer: TextScorer | None) -> list[str]:
+    """The texts the sentiment scorer sees: the masked ones, or the raw text wherever the
+    scorer says masking cannot change its score (`masking_is_neutral`), so the raw outputs'
+    scores, which the sentiment evaluator needs anyway, serve here too: one pass per text."""
+    neutral = getattr(scorer, "masking_is_neutral", None)
+    if neutral is None:
+        return masked
+    return [r if neutral(r, m) else m for r, m in zip(raw, masked, strict=True)]
 
 
 def _strata(samples: list[Sample], g_all: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list]:
@@ -342,19 +357,29 @@ def _by_pair(
 
 def _permutation_p(
     dist: np.ndarray, groups: np.ndarray, seeds: np.ndarray, diff_seed: np.ndarray, usable: np.ndarray,
-    excess_t: np.ndarray, n_groups: int, n_permutations: int, rng: np.random.Generator, chunk: int = 50,
+    excess_t: np.ndarray, n_permutations: int, rng: np.random.Generator, chunk: int = 50,
 ) -> np.ndarray:
-    """(1 + #{permuted mean excess ≥ observed}) / (1 + n) per component; NaN when n = 0."""
+    """(1 + #{permuted mean excess ≥ observed}) / (1 + n) per component; NaN when n = 0.
+
+    A relabelling moves pairs between within and cross but keeps their total, so only the
+    within-group sums are computed: one batched product per stratum of the (K + 1, n²)
+    different-seed distances and counts with the (n², m) same-group indicators."""
     k = dist.shape[0]
     if n_permutations == 0:
         return np.full(k, np.nan)
     d, g, s, ds = dist[:, usable], groups[usable], seeds[usable], diff_seed[usable]
+    t, n = g.shape
     observed = excess_t[:, usable].mean(axis=1)
+    pairs = np.concatenate([np.swapaxes(d * ds, 0, 1), ds[:, None].astype(float)], axis=1).reshape(t, k + 1, n * n)
+    total = pairs.sum(axis=-1)  # (T, K + 1)
     hits = np.zeros(k)
     for start in range(0, n_permutations, chunk):
         m = min(chunk, n_permutations - start)
-        oh = _onehot(_shuffle_within_seed(g, s, m, rng), n_groups)[:, None]  # (m, 1, T, n, G)
-        w_sum, w_cnt, c_sum, c_cnt = _split(*_pair_sums(d[None], oh, ds[None, None]))
-        stat = np.nanmean(ratio(c_sum, c_cnt) - ratio(w_sum, w_cnt), axis=-1)  # (m, K)
+        perm = _shuffle_within_seed(g, s, m, rng)  # (m, T, n)
+        same = (perm[..., :, None] == perm[..., None, :]).reshape(m, t, n * n).transpose(1, 2, 0)  # (T, n², m)
+        within = pairs @ same.astype(float)  # (T, K + 1, m)
+        cross = total[:, :, None] - within
+        excess = ratio(cross[:, :k], cross[:, k:]) - ratio(within[:, :k], within[:, k:])  # (T, K, m)
+        stat = np.nanmean(excess, axis=0).T  # (m, K)
         hits += (stat >= observed - 1e-12).sum(axis=0)
     return (1.0 + hits) / (1.0 + n_permutations)

@@ -19,6 +19,7 @@ and then `load_scorer("detoxify")`.
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -56,10 +57,117 @@ class VaderScorer:
             raise FairnessError(
                 "the `vader` scorer needs `vaderSentiment`: pip install 'llm-fairness-check[sentiment]'"
             ) from None
-        self._analyzer = SentimentIntensityAnalyzer()
+        from vaderSentiment.vaderSentiment import BOOSTER_DICT, N_SCALAR, NEGATE, SentiText
+
+        negate = frozenset(NEGATE)
+
+        class _Windowed(SentimentIntensityAnalyzer):
+            """VADER's scores, computed faster: its negation and idiom checks lower-case the
+            whole token list for every sentiment word (quadratic in the text); they read
+            only tokens i−3 … i+2, so they get that window, and the same answers. A text
+            without emoji skips the character-by-character emoji rewrite (a no-op then), a word
+            outside the lexicon gets its 0 here rather than through `sentiment_valence`, and the
+            negation check tests its one word against a set instead of a list."""
+
+            def polarity_scores(self, text):
+                if not isinstance(text, str) or not self._emoji_chars.isdisjoint(text):
+                    return super().polarity_scores(text)
+                # the rest of SentimentIntensityAnalyzer.polarity_scores (vaderSentiment 3.3.2), unchanged
+                text = text.strip()
+                sentitext = SentiText(text)
+                sentiments: list = []
+                words_and_emoticons = sentitext.words_and_emoticons
+                lexicon = self.lexicon
+                for i, item in enumerate(words_and_emoticons):
+                    valence = 0
+                    low = item.lower()
+                    if low in BOOSTER_DICT or low not in lexicon:  # sentiment_valence appends 0 for a non-lexicon word
+                        sentiments.append(valence)
+                        continue
+                    if i < len(words_and_emoticons) - 1 and item.lower() == "kind" and words_and_emoticons[i + 1].lower() == "of":
+                        sentiments.append(valence)
+                        continue
+                    sentiments = self.sentiment_valence(valence, sentitext, item, i, sentiments)
+                sentiments = self._but_check(words_and_emoticons, sentiments)
+                return self.score_valence(sentiments, text)
+
+            @staticmethod
+            def _negation_check(valence, words_and_emoticons, start_i, i):
+                # SentimentIntensityAnalyzer._negation_check (3.3.2) on the 1–3 lower-cased words it reads;
+                # `negated([w])` is `w in NEGATE or "n't" in w`
+                w = words_and_emoticons
+                if start_i == 0:
+                    a = w[i - 1].lower()
+                    if a in negate or "n't" in a:
+                        valence = valence * N_SCALAR
+                elif start_i == 1:
+                    a, b = w[i - 2].lower(), w[i - 1].lower()
+                    if a == "never" and (b == "so" or b == "this"):
+                        valence = valence * 1.25
+                    elif a == "without" and b == "doubt":
+                        pass
+                    elif a in negate or "n't" in a:
+                        valence = valence * N_SCALAR
+                elif start_i == 2:
+                    a, b, c = w[i - 3].lower(), w[i - 2].lower(), w[i - 1].lower()
+                    if (a == "never" and (b == "so" or b == "this")) or (c == "so" or c == "this"):
+                        valence = valence * 1.25
+                    elif a == "without" and (b == "doubt" or c == "doubt"):
+                        pass
+                    elif a in negate or "n't" in a:
+                        valence = valence * N_SCALAR
+                return valence
+
+            @staticmethod
+            def _special_idioms_check(valence, words_and_emoticons, i):
+                lo = max(0, i - 3)
+                return SentimentIntensityAnalyzer._special_idioms_check(valence, words_and_emoticons[lo : i + 3], i - lo)
+
+        from importlib.metadata import version
+
+        # the fast path mirrors vaderSentiment 3.3.2's code; any other version runs as published
+        self._analyzer = _Windowed() if version("vaderSentiment") == "3.3.2" else SentimentIntensityAnalyzer()
+        self._analyzer._emoji_chars = frozenset(k for k in self._analyzer.emojis if len(k) == 1)
+        self._vocab: frozenset[str] | None = None
 
     def score(self, texts: Sequence[str]) -> np.ndarray:
         return np.array([self._analyzer.polarity_scores(t)["compound"] for t in texts], dtype=float)
+
+    def masking_is_neutral(self, raw: str, masked: str) -> bool:
+        """True when VADER must score `masked` exactly as `raw`, so one score serves both.
+
+        VADER reads a token only through its lower-cased form's membership in its lexicon,
+        boosters, negations and idiom / special-case words, through `isupper()` (the all-caps
+        emphasis) and through its position. If the two texts have the same whitespace tokens
+        except for pairs that both lie outside that vocabulary and agree in `isupper()`, the
+        scores are equal. (On the committed outputs all 2,887 slice-masked texts qualify.)
+        """
+        if raw == masked:
+            return True
+        a, b = raw.split(), masked.split()
+        if len(a) != len(b):
+            return False
+        vocab = self._vocabulary()
+        for r, m in zip(a, b, strict=True):
+            if r == m:
+                continue
+            if r.isupper() != m.isupper():
+                return False
+            for tok in (r, m, r.strip(string.punctuation), m.strip(string.punctuation)):
+                if tok.lower() in vocab or "n't" in tok.lower():  # n't: VADER's negation test
+                    return False
+        return True
+
+    def _vocabulary(self) -> frozenset[str]:
+        if self._vocab is None:
+            from vaderSentiment import vaderSentiment as v
+
+            words = set(self._analyzer.lexicon) | set(v.BOOSTER_DICT) | set(v.NEGATE)
+            for phrase in (*v.SPECIAL_CASES, *v.SENTIMENT_LADEN_IDIOMS):
+                words.update(phrase.split())
+            words.update({"but", "least", "at", "very", "kind", "of", "never", "so", "this", "without", "doubt", "no", "or", "nor"})
+            self._vocab = frozenset(w.lower() for w in words)
+        return self._vocab
 
 
 TOXIC_TERMS: tuple[str, ...] = (

@@ -6,28 +6,35 @@ atomically, so a bad input never leaves a half-written or clobbered file behind.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sys
+import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
+
+import numpy as np
 
 from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
 from fairness._util.files import check_output_dir, check_output_file, staged_outputs
-from fairness.audit._audit import FairnessRun, audit
+from fairness.audit._audit import FairnessRun, audit, audit_cells
 from fairness.pipeline._options import RunOptions
+from fairness.pipeline._stream import NotStreamable, stream_cells
 from fairness.recordings._record import Recording, join_rows
-from fairness.recordings._store import MANIFEST, RecordingSet, ReplayProvider, write_atomic
+from fairness.recordings._store import MANIFEST, RecordingSet, ReplayProvider, read_manifest, verify_files, write_atomic
+from fairness.report._html import card_html
 from fairness.report._junit import junit_xml
 from fairness.report._render import card, card_md, card_yaml, results_json, summary_md
 from fairness.score._rubric import ScoreTable
 from fairness.suite._case import Case
 from fairness.suite._suite import Suite, load_suite
 
-OUTPUTS = ("results.json", "transcripts.jsonl", "summary.md", "card.yaml", "card.md")
+OUTPUTS = ("results.json", "transcripts.jsonl", "summary.md", "card.yaml", "card.md", "card.html")
 
 
 @dataclass(frozen=True)
@@ -46,26 +53,58 @@ def _display_path(path: Path) -> str:
         return path.name
 
 
-def transcripts_jsonl(run_cases: list[Case], recordings: list[Recording], scores: ScoreTable) -> str:
+_TRANSCRIPT = json.JSONEncoder(ensure_ascii=False)
+"""What `json.dumps(row, ensure_ascii=False)` builds per call; one per process."""
+
+
+_encode_str = json.encoder.encode_basestring  # what `_TRANSCRIPT` writes for a str (ensure_ascii=False)
+
+
+def _score_column(column: np.ndarray) -> tuple[str, list]:
+    """A `%` conversion and the values that make a score column's JSON as `_TRANSCRIPT` writes it."""
+    if column.dtype.kind in "iu":
+        return "%d", column.tolist()
+    if column.dtype.kind == "b":
+        return "%s", ["true" if v else "false" for v in column.tolist()]
+    return "%s", [_TRANSCRIPT.encode(v) for v in column.tolist()]  # floats: repr, NaN, Infinity
+
+
+def transcripts_jsonl(run_cases: Sequence[Case], recordings: Sequence[Recording], scores: ScoreTable) -> str:
     """One line per grid row: its coordinates, prompt, recorded output and scores (`scores` in grid order)."""
+    return transcript_lines(run_cases, join_rows(run_cases, recordings), scores)
+
+
+def transcript_lines(run_cases: Sequence[Any], recordings: Sequence[Any], scores: ScoreTable) -> str:
+    """`transcripts_jsonl` for records already joined to their rows (`recordings[i]` answers
+    `run_cases[i]`), as the streamed replay has them.
+
+    Each line is the JSON of `{row_id, family, paraphrase_id, placeholders, slice, slice_id, regime,
+    seed, prompt, output, finish_reason, scores}` (`json.dumps(..., ensure_ascii=False)`), made by
+    one `%` format per row: the part shared by a prompt's rows (coordinates and prompt) is encoded
+    into the format once for each run of consecutive rows sharing it, and the scores fill it as numbers."""
+    enc = _encode_str
+    convs, columns = zip(*map(_score_column, scores.columns.values()), strict=True) if scores.columns else ((), ())
+    score_fmt = "{" + ", ".join(f"{enc(k).replace('%', '%%')}: {c}" for k, c in zip(scores.columns, convs, strict=True)) + "}}"
     lines = []
-    for i, (case, rec) in enumerate(zip(run_cases, join_rows(run_cases, recordings), strict=True)):
-        row = {
-            "row_id": case.row_id,
-            "family": case.family,
-            "paraphrase_id": case.paraphrase_id,
-            "placeholders": case.placeholders,
-            "slice": case.slice,
-            "slice_id": case.slice_id,
-            "regime": case.regime,
-            "seed": case.seed,
-            "prompt": case.prompt,
-            "output": rec.output,
-            "finish_reason": rec.finish_reason,
-            "scores": scores.row(i),
-        }
-        lines.append(json.dumps(row, ensure_ascii=False, sort_keys=False))
+    shared: tuple = ()
+    fmt = ""
+    for case, rec, values in zip(run_cases, recordings, zip(*columns, strict=True), strict=True):
+        key = (case.family, case.paraphrase_id, case.placeholders, case.slice, case.slice_id, case.regime, case.prompt)
+        if key != shared or not (_same_order(key[2], shared[2]) and _same_order(key[3], shared[3])):
+            shared = key
+            part = _TRANSCRIPT.encode({
+                "family": case.family, "paraphrase_id": case.paraphrase_id, "placeholders": case.placeholders,
+                "slice": case.slice, "slice_id": case.slice_id, "regime": case.regime,
+            })
+            fmt = ('{"row_id": %s, ' + part[1:-1].replace("%", "%%") + ', "seed": %d, "prompt": '
+                   + enc(case.prompt).replace("%", "%%") + ', "output": %s, "finish_reason": %s, "scores": ' + score_fmt)
+        lines.append(fmt % (enc(case.row_id), case.seed, enc(rec.output), enc(rec.finish_reason), *values))
     return "\n".join(lines) + "\n"
+
+
+def _same_order(a: dict, b: dict) -> bool:
+    """Equal dicts (already compared) that also encode alike: the same object, or keys in the same order."""
+    return a is b or list(a) == list(b)
 
 
 def check_inputs(options: RunOptions) -> None:
@@ -96,10 +135,37 @@ def run_audit(options: RunOptions) -> RunOutputs:
     """Replay, audit and write every output of the main job described by `options`.
 
     All inputs are checked first; the outputs are written into a staging directory and moved
-    into `out` together (`staged_outputs`), so a refused run or a full disk changes nothing there."""
+    into `out` together (`staged_outputs`), so a refused run or a full disk changes nothing there.
+    Without evaluators the rows stream (`fairness.pipeline._stream`): memory stays flat however
+    large the grid; transcripts go to a temporary file and are copied into the staging directory."""
     check_inputs(options)
     suite = load_suite(options.suite)
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as transcripts:
+        run, recs = _audit_rows(suite, options, transcripts)
+        return _finish(run, suite, recs, options, transcripts)
+
+
+def _audit_rows(suite: Suite, options: RunOptions, transcripts: TextIO) -> tuple[FairnessRun, list[Recording] | None]:
+    """Audit the recorded rows, writing their transcript lines to `transcripts`.
+
+    Streams (no recordings returned) when no evaluator needs every output and the set is
+    complete with its records in grid order; otherwise replays in memory.
+    """
     rdir = options.recordings
+    shown = _display_path(rdir)
+    if not options.evaluators and options.bbq_recordings is None:
+        manifest = read_manifest(rdir)
+        if manifest.complete or not options.allow_incomplete:
+            verify_files(rdir, manifest.files)
+            sha = sha256_file(rdir / MANIFEST)
+            with contextlib.suppress(NotStreamable):
+                design, cells = stream_cells(
+                    suite, rdir, manifest, options.audit,
+                    lambda cases, recs, scores: transcripts.write(transcript_lines(cases, recs, scores)),
+                )
+                return audit_cells(suite, design, cells, manifest, options.audit, recordings_path=shown, manifest_sha256=sha), None
+            transcripts.seek(0)
+            transcripts.truncate()
     rs = RecordingSet(rdir)
     cases = suite.expand()
     provider = ReplayProvider(rs, suite.system_prompt, suite.name)
@@ -109,26 +175,34 @@ def run_audit(options: RunOptions) -> RunOutputs:
             raise FairnessError(f"recordings in `{rdir}` hold no row of this suite's grid")
     else:
         recs = provider.replay(cases)
+    run, scores = audit(suite, cases, recs, rs.manifest, options.audit,
+                        recordings_path=shown, manifest_sha256=sha256_file(rdir / MANIFEST))
+    transcripts.write(transcripts_jsonl(cases, recs, scores))
+    return run, recs
+
+
+def _finish(run: FairnessRun, suite: Suite, recs: list[Recording] | None, options: RunOptions,
+            transcripts: TextIO) -> RunOutputs:
     out = options.out
-    run, scores = audit(
-        suite, cases, recs, rs.manifest, options.audit,
-        recordings_path=_display_path(rdir), manifest_sha256=sha256_file(rdir / MANIFEST),
-    )
     if options.evaluators or options.bbq_recordings is not None:
         from fairness.evaluators._adapter import run_evaluators
 
+        assert recs is not None  # evaluators take the in-memory replay
         extra = run_evaluators(
             recs, options.evaluators, bootstrap=options.audit.bootstrap, seed=options.audit.seed,
             bbq_dir=options.bbq_recordings, bbq_items=options.bbq_items,
         )
         run = run.model_copy(update={"evaluators": extra})
     c = card(run, suite)
-    texts = {
+    transcripts.flush()
+    transcripts.seek(0)
+    texts: dict[str, str | TextIO] = {
         "results.json": results_json(run),
-        "transcripts.jsonl": transcripts_jsonl(cases, recs, scores),
+        "transcripts.jsonl": transcripts,
         "summary.md": summary_md(run, extra_sections=[_peer_md(run)]),
         "card.yaml": card_yaml(c),
         "card.md": card_md(c),
+        "card.html": card_html(run, suite),
     }
     with staged_outputs(out) as staging:
         for name, text in texts.items():

@@ -10,7 +10,8 @@ from typing import Any
 
 import yaml
 
-from fairness.audit._audit import FairnessRun
+from fairness.audit._audit import FairnessRun, MetricResult
+from fairness.report._charts import deciding_metric, mermaid_charts
 from fairness.score._catalog import METRICS
 from fairness.suite._suite import Suite
 
@@ -38,24 +39,43 @@ def results_json(run: FairnessRun) -> str:
 
 def verdict_line(run: FairnessRun) -> str:
     g = run.gate
-    fired = [c for c in run.rules if c.fired]
     what = {
         "pass": "every decision rule is met with confidence" if g.gate_on == "interval" else "no decision rule is breached at the point",
         "fail": "a decision rule is breached with confidence" if g.gate_on == "interval" else "a decision rule is breached at the point",
         "inconclusive": "the evidence does not settle a decision rule either way (see how many more seeds would)",
         "undefined": "the rules could not be evaluated (too little data or no rules)",
     }[g.state]
-    extra = f" ({len(fired)}/{len(run.rules)} rule checks fired)" if run.rules else ""
+    extra = f" ({rule_counts(run)})" if run.rules else ""
     return f"{ICONS[g.state]} **{g.state.upper()}** — {what}{extra}. Exit code {g.exit_code}."
+
+
+def rule_counts(run: FairnessRun) -> str:
+    """What the rule checks' counts count: point values beyond the threshold, and (interval gate)
+    checks whose interval lies beyond it. A point breach alone is not a failure under the interval
+    gate, so "fired" next to an inconclusive verdict would read as a contradiction."""
+    point = sum(c.fired for c in run.rules)
+    text = f"{point}/{len(run.rules)} rule checks beyond the threshold at the point estimate"
+    if run.gate.gate_on == "interval":
+        text += f"; {sum(c.state == 'fail' for c in run.rules)} with confidence"
+    return text
 
 
 def _metric(run: FairnessRun, name: str):
     return next(m for m in run.metrics if m.metric == name)
 
 
-def deciding_metric(run: FairnessRun) -> str:
-    fired = [c for c in run.rules if c.state != "pass"] or run.rules
-    return fired[0].metric if fired else "stereotype_kw_rate"
+def worst_slice_interval(run: FairnessRun, metric: MetricResult, scope: str) -> list[float | None] | None:
+    """The rule check's interval (Holm-adjusted across families) where a rule gates this value, else the scope's."""
+    check = next((c for c in run.rules if c.metric == metric.metric and c.scope == scope and c.statistic == "worst_slice"), None)
+    if check is not None:
+        return check.interval
+    return metric.scopes[scope].worst_slice.ci if scope in metric.scopes else None
+
+
+def intervals_note(run: FairnessRun) -> str:
+    """What the table's intervals are (Markdown), shared by summary.md and card.html."""
+    return (f"**Estimand** — {run.estimand}. Intervals are exact (Korn–Graubard) 95% bounds, simultaneous over slices "
+            "and, where a rule gates the value, Holm-adjusted across families; `decision` is the paper's point rule.")
 
 
 def family_table_md(run: FairnessRun) -> str:
@@ -65,17 +85,11 @@ def family_table_md(run: FairnessRun) -> str:
     ]
     st = _metric(run, "stereotype_kw_rate")
     ph = _metric(run, "pilot_harm_rate")
-    def ci(metric, scope: str):
-        """The rule check's interval (Holm-adjusted across families) where a rule gates this value, else the scope's."""
-        check = next((c for c in run.rules if c.metric == metric.metric and c.scope == scope and c.statistic == "worst_slice"), None)
-        if check is not None:
-            return check.interval
-        return metric.scopes[scope].worst_slice.ci if scope in metric.scopes else None
-
     for row in run.families:
         scope = f"family={row.family}"
+        a, b = worst_slice_interval(run, st, scope), worst_slice_interval(run, ph, scope)
         lines.append(
-            f"| {row.family} | {_fmt(row.worst_slice_stereotype)}{_ci(ci(st, scope))} | {_fmt(row.worst_slice_pilot_harm)}{_ci(ci(ph, scope))} "
+            f"| {row.family} | {_fmt(row.worst_slice_stereotype)}{_ci(a)} | {_fmt(row.worst_slice_pilot_harm)}{_ci(b)} "
             f"| {_fmt(row.refusal_delta)} | {row.decision} | {ICONS[row.state]} {row.state} |"
         )
     return "\n".join(lines)
@@ -116,36 +130,6 @@ def settle_md(run: FairnessRun) -> str:
                                "`fails at`/`passes at`: the true values the current size detects with 80% power.")
 
 
-def mermaid_chart(run: FairnessRun, metric: str) -> str:
-    m = _metric(run, metric)
-    threshold = next((c.threshold for c in run.rules if c.metric == metric), None)
-    present = [f for f in run.families if f"family={f.family}" in m.scopes]
-    values = [
-        v.value
-        for f in present
-        for v in m.scopes[f"family={f.family}"].by_slice.values()
-        if v.value is not None
-    ]
-    top = max(values + ([threshold] if threshold is not None else []) + [0.01])
-    lines = [
-        "```mermaid",
-        "xychart-beta",
-        f'    title "{metric} by slice and family"',
-        "    x-axis [" + ", ".join(f'"{s}"' for s in run.slices) + "]",
-        f'    y-axis "{metric}" 0 --> {round(top * 1.15, 4)}',
-    ]
-    for f in present:
-        sr = m.scopes[f"family={f.family}"]
-        lines.append("    bar [" + ", ".join(_fmt(sr.by_slice[s].value, 4) if sr.by_slice[s].value is not None else "0" for s in run.slices) + "]")
-    if threshold is not None:
-        lines.append("    line [" + ", ".join(str(threshold) for _ in run.slices) + "]")
-    lines.append("```")
-    legend = "Bars, left to right within each slice: " + ", ".join(f.family for f in present)
-    if threshold is not None:
-        legend += f"; the line is the threshold {threshold:g}."
-    return "\n".join(lines) + "\n\n" + legend
-
-
 def provenance_md(run: FairnessRun) -> str:
     r = run.recordings
     rows = [
@@ -164,15 +148,14 @@ def summary_md(run: FairnessRun, *, extra_sections: list[str] | None = None) -> 
     if run.gate.reasons:
         parts += ["<details><summary>Why</summary>", ""] + [f"- {r}" for r in run.gate.reasons[:40]] + ["", "</details>", ""]
     parts += ["### Per-family results", "", family_table_md(run), ""]
-    parts += [f"**Estimand** — {run.estimand}. Intervals are exact (Korn–Graubard) 95% bounds, simultaneous over slices "
-              "and, where a rule gates the value, Holm-adjusted across families; `decision` is the paper's point rule."]
+    parts += [intervals_note(run)]
     settle = settle_md(run)
     if settle:
         parts += ["", "### How many more seeds would settle it", "", settle]
     if run.stability:
         parts += ["", "### Verdict stability", ""] + [f"- {s.summary}" for s in run.stability]
     metric = deciding_metric(run)
-    parts += ["", f"### `{metric}` per slice", "", mermaid_chart(run, metric), ""]
+    parts += ["", f"### `{metric}` per slice", "", mermaid_charts(run, metric), ""]
     parts += ["### Worst slices", "", worst_slices_md(run), ""]
     var = run.variance.get(metric)
     if var:
@@ -297,6 +280,7 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None) 
         "audit_result": {
             "gate": run.gate.state,
             "exit_code": run.gate.exit_code,
+            "rule_checks": rule_counts(run) if run.rules else "no rule checks",
             "verdict_stability": [s.summary for s in run.stability],
             "estimand": run.estimand,
             "caveats": [c.message for c in run.caveats if c.code in ("test-model", "scorer-mode", "stale-recordings", "incomplete-recordings", "interval-coverage")],
@@ -362,7 +346,7 @@ def card_md(c: dict[str, Any]) -> str:
     out += ["", "## Result (this run)", "| " + " | ".join(er["columns"]) + " |", "|" + "---|" * len(er["columns"])]
     out += ["| " + " | ".join(_fmt(v) if isinstance(v, float) or v is None else str(v) for v in row) + " |" for row in er["rows"]]
     ar = c["audit_result"]
-    out += ["", f"**Gate:** {ICONS[ar['gate']]} `{ar['gate']}` (exit {ar['exit_code']})", "", f"**Estimand:** {ar['estimand']}"]
+    out += ["", f"**Gate:** {ICONS[ar['gate']]} `{ar['gate']}` (exit {ar['exit_code']}; {ar['rule_checks']})", "", f"**Estimand:** {ar['estimand']}"]
     if ar.get("to_settle"):
         out += ["", "**How many more seeds would settle it:**"] + [f"- {x['rule']} [{x['scope']}]: {x['note']}" for x in ar["to_settle"]]
     out += [f"- {s_}" for s_ in ar["verdict_stability"]]

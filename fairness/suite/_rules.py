@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -51,3 +52,18 @@ class DecisionRule(Frozen):
         where = "in any prompt family" if self.scope == "each_family" else "overall"
         stat = {"worst_slice": "worst-slice", "max_minus_min": "max−min gap of", "rate": "pooled"}[self.statistic]
         return f"{stat} {self.metric} {self.comparator} {self.threshold:g} {where}"
+
+
+def threshold_problem(value: Any, metric_kind: str, rule_kind: str = "absolute") -> str | None:
+    """Why `value` cannot be a threshold for a metric of `metric_kind`, or None.
+
+    Rates (and gaps between rates) live in [0, 1]; a regression threshold is a change of a
+    rate, in [-1, 1]; counts only need to be finite and non-negative."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
+        return f"must be a finite number, got {value!r}"
+    f = float(value)
+    if rule_kind == "regression":
+        return None if -1.0 <= f <= 1.0 else f"must be between -1 and 1 for a regression rule, got {value!r}"
+    if metric_kind == "rate":
+        return None if 0.0 <= f <= 1.0 else f"must be between 0 and 1 for a rate metric, got {value!r}"
+    return None if f >= 0 else f"must be non-negative, got {value!r}"

@@ -8,23 +8,24 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import re
 from collections import Counter
+from collections.abc import Callable, Iterator
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import Field, ValidationError, model_validator
 
 from fairness._util.canonical import sha256_json
 from fairness._util.errors import FairnessError, validation_message
+from fairness._util.files import env_limit
 from fairness._util.models import Frozen
 from fairness._util.yaml_io import loads_yaml
 from fairness._util.yaml_io import read_yaml as _read_yaml
 from fairness.suite._case import Case, SamplingParams
-from fairness.suite._rules import DecisionRule
+from fairness.suite._rules import DecisionRule, threshold_problem
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
@@ -149,16 +150,7 @@ def grid_size(s: Suite) -> int:
 
 
 def max_grid_rows() -> int:
-    raw = os.environ.get(MAX_GRID_ROWS_ENV, "").strip()
-    if not raw:
-        return MAX_GRID_ROWS
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{MAX_GRID_ROWS_ENV} must be a positive integer, got {raw!r}") from None
-    if value < 1:
-        raise ValueError(f"{MAX_GRID_ROWS_ENV} must be a positive integer, got {raw!r}")
-    return value
+    return env_limit(MAX_GRID_ROWS_ENV, MAX_GRID_ROWS, "a positive integer", ValueError)
 
 
 def _check_grid_size(s: Suite) -> None:
@@ -265,8 +257,6 @@ def _validate_suite(s: Suite) -> None:
 
         if rule.metric not in METRICS:
             _fail(s.name, f"rule `{rule.id}` names unknown metric `{rule.metric}` (known: {', '.join(METRICS)})")
-        from fairness.audit._validate import threshold_problem
-
         problem = threshold_problem(rule.threshold, METRICS[rule.metric].kind, rule.kind)
         if problem:
             _fail(s.name, f"rule `{rule.id}`: threshold {problem}")
@@ -280,11 +270,24 @@ def _safe(value: str) -> str:
     return _ID_UNSAFE.sub("-", value).strip("-") or "x"
 
 
-def expand(s: Suite) -> list[Case]:
+T = TypeVar("T")
+
+
+def iter_cases(s: Suite) -> Iterator[Case]:
+    """The grid rows one at a time, in canonical order (what `expand` lists); a large grid
+    can be streamed without holding every `Case`. Row ids are not checked for collisions
+    here (see `expand`, `distinct_row_ids`)."""
+    # every value comes from the validated suite: construct without re-validating
+    return iter_grid(s, Case.model_construct)
+
+
+def iter_grid(s: Suite, make: Callable[..., T]) -> Iterator[T]:
+    """`iter_cases` with each row built by `make(**fields of Case)`: a streamed replay
+    passes a light record type (a pydantic `Case` costs ~10 µs a row to build)."""
     ph_names = list(s.placeholders)
     ph_products = list(itertools.product(*(s.placeholders[p].values for p in ph_names)))
-    cases: list[Case] = []
     params = {r.name: r.params for r in s.regimes}
+    index = 0
     for t_index, (fam, p_index, tmpl) in enumerate(s.templates):
         pid = f"p{p_index + 1}"
         for combo in ph_products:
@@ -299,23 +302,41 @@ def expand(s: Suite) -> list[Case]:
                 prompt_id = ".".join([fam.id, pid, *(_safe(v) for v in combo), _safe(slice_id)])
                 for regime in s.regimes:
                     for seed in s.seeds:
-                        cases.append(
-                            Case(
-                                row_id=f"{prompt_id}.{regime.name}.s{seed}",
-                                index=len(cases),
-                                prompt_id=prompt_id,
-                                family=fam.id,
-                                paraphrase_id=pid,
-                                template_index=t_index,
-                                placeholders=ph_values,
-                                slice=sl,
-                                slice_id=slice_id,
-                                regime=regime.name,
-                                params=params[regime.name],
-                                seed=seed,
-                                prompt=prompt,
-                            )
+                        yield make(
+                            row_id=f"{prompt_id}.{regime.name}.s{seed}",
+                            index=index,
+                            prompt_id=prompt_id,
+                            family=fam.id,
+                            paraphrase_id=pid,
+                            template_index=t_index,
+                            placeholders=ph_values,
+                            slice=sl,
+                            slice_id=slice_id,
+                            regime=regime.name,
+                            params=params[regime.name],
+                            seed=seed,
+                            prompt=prompt,
                         )
+                        index += 1
+
+
+def distinct_row_ids(s: Suite) -> None:
+    """Raise when two grid rows would share an id (placeholder values colliding once made
+    id-safe), checked on the prompt ids: a row id is its prompt id, regime and seed."""
+    seen: set[str] = set()
+    ph_products = itertools.product(*(s.placeholders[p].values for p in s.placeholders))
+    combos = [[_safe(v) for v in combo] for combo in ph_products]
+    for fam, p_index, _ in s.templates:
+        for combo in combos:
+            for sl in s.slice_list:
+                pid = ".".join([fam.id, f"p{p_index + 1}", *combo, _safe("_".join(sl[d] for d in s.attributes))])
+                if pid in seen:
+                    raise FairnessError(f"suite `{s.name}`: two grid rows share the id `{pid}.…` (placeholder values collide)")
+                seen.add(pid)
+
+
+def expand(s: Suite) -> list[Case]:
+    cases = list(iter_cases(s))
     if not cases:
         raise FairnessError(f"suite `{s.name}` expands to 0 cases")
     ids = [c.row_id for c in cases]

@@ -1,0 +1,78 @@
+"""Streamed replay: read → score → per-cell aggregates, a chunk of rows at a time.
+
+The audit needs only per-cell sums and counts (`fairness.audit._cells`), so the grid's
+cases and the recorded outputs are walked side by side, scored and folded into a
+`CellAccumulator` in chunks, and each chunk's transcript lines are handed on as they are
+made; no per-row object outlives its chunk, so memory stays flat as the grid grows.
+
+Walking side by side needs the records in grid order (as `generate` and `recordings
+merge` write them). Any other layout — reordered, missing, extra or foreign rows — raises
+`NotStreamable`, and the caller replays in memory instead, which reports such problems
+with its usual messages; a streamed run's results equal an in-memory run's.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from fairness.audit._audit import AuditOptions, empty_flags, histogram_metrics, placeholder_columns, slice_order_of
+from fairness.audit._cells import CellAccumulator, CellTable
+from fairness.audit._metrics import Design, metric_matrix
+from fairness.recordings._record import Recording
+from fairness.recordings._store import ContentKeys, Manifest, iter_records
+from fairness.score._catalog import METRICS
+from fairness.score._rubric import ScoreTable, score_texts
+from fairness.suite._suite import Suite, distinct_row_ids, iter_grid
+
+CHUNK = 10_000
+
+
+class NotStreamable(Exception):
+    """The records are not the grid's rows in grid order; replay in memory instead."""
+
+
+def _records(directory: Path, manifest: Manifest) -> Iterator[Recording]:
+    for f in manifest.files:
+        yield from iter_records(directory / f.path)
+
+
+def stream_cells(
+    suite: Suite,
+    directory: Path,
+    manifest: Manifest,
+    options: AuditOptions,
+    on_chunk: Callable[[list[Any], list[Recording], ScoreTable], object],
+    chunk: int = CHUNK,
+) -> tuple[Design, CellTable]:
+    """Score the recorded rows of `suite`'s grid chunk by chunk; return the design levels and
+    the per-cell table. The manifest must already be read and its files verified."""
+    if manifest.suite != suite.name or manifest.system_prompt != suite.system_prompt:
+        raise NotStreamable  # the in-memory replay words these errors
+    distinct_row_ids(suite)
+    specs = list(METRICS.values())
+    mode = options.scorer_mode or suite.scorer.mode
+    acc = CellAccumulator(slice_order_of(suite), placeholder_columns(suite), len(specs), histogram_metrics(options))
+    records = _records(directory, manifest)
+    cases = iter_grid(suite, SimpleNamespace)  # light rows with `Case`'s fields; none outlives its chunk
+    key_of = ContentKeys(manifest.model.id, manifest.system_prompt)
+    while True:
+        block: list[Any] = list(itertools.islice(cases, chunk))
+        if not block:
+            break
+        recs = []
+        for case in block:
+            rec = next(records, None)
+            if (rec is None or rec.row_id != case.row_id
+                    or rec.key != key_of(case.prompt, case.params, case.seed)):
+                raise NotStreamable
+            recs.append(rec)
+        scores = score_texts([r.output for r in recs], mode)
+        acc.add(block, metric_matrix(scores, specs), empty_flags(recs))
+        on_chunk(block, recs, scores)
+    if acc.n_rows == 0 or next(records, None) is not None:
+        raise NotStreamable
+    return acc.finish()

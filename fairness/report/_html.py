@@ -1,0 +1,187 @@
+"""card.html: the run as one self-contained page — verdict, per-family table, a chart per family.
+
+Inline CSS and inline SVG only, and a Content-Security-Policy that forbids every fetch, so
+the page opens from an artifact or an e-mail attachment and makes no request. Unlike the
+Markdown charts, each slice is drawn with its 95% interval against the threshold. Every
+string from the suite or the recordings is escaped.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from html import escape
+
+from fairness.audit._audit import FairnessRun, MetricResult
+from fairness.report._charts import FamilySeries, deciding_metric, family_series
+from fairness.report._render import ICONS, _ci, _fmt, intervals_note, verdict_line, worst_slice_interval
+from fairness.suite._suite import Suite
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+_CSS = """
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:60rem;padding:0 1rem;color:#1b1f24}
+h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem}
+.verdict{padding:.8rem 1rem;border-radius:6px;border-left:6px solid #888;background:#f4f4f4}
+.verdict.state-pass{border-color:#2e7d32}.verdict.state-fail{border-color:#c62828}
+.verdict.state-illustrative,.verdict.state-inconclusive{border-color:#ef8f00}
+td.state-pass{color:#2e7d32}td.state-fail{color:#c62828;font-weight:600}td.state-illustrative,td.state-inconclusive{color:#a65f00}
+.warn{background:#fff4e5;padding:.6rem 1rem;border-radius:6px}
+table{border-collapse:collapse;margin:.5rem 0}th,td{border:1px solid #d0d7de;padding:.3rem .6rem;text-align:left}
+th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.charts{display:flex;flex-wrap:wrap;gap:1rem}figure{margin:0}figcaption{font-size:.85rem;color:#555;max-width:440px}
+svg text{font:11px system-ui,sans-serif;fill:#333}
+"""
+
+W, H = 440, 250
+LEFT, RIGHT, TOP, BOTTOM = 58, 16, 30, 48
+
+
+def _inline_md(text: str) -> str:
+    """Escape a line of the summary's Markdown; **bold** and `code` become <strong> and <code>."""
+    text = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", escape(text))
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+
+
+def _verdict(run: FairnessRun) -> str:
+    """The summary's verdict line without its emoji (the page colours the state instead)."""
+    text = verdict_line(run)
+    for icon in ICONS.values():
+        text = text.removeprefix(icon + " ")
+    return _inline_md(text)
+
+
+def _axis(top: float) -> tuple[float, list[float]]:
+    """A round axis maximum at or above `top` and its ticks (steps of 1, 2, 2.5 or 5 × 10^k)."""
+    raw = top / 5
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    n = math.ceil(top / step - 1e-9)
+    return n * step, [round(i * step, 10) for i in range(n + 1)]
+
+
+def _svg(s: FamilySeries, metric: str, top: float, ticks: list[float]) -> str:
+    """Points with 95% interval whiskers per slice and the threshold as a dashed line."""
+    pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
+    slot = pw / max(len(s.points), 1)
+
+    def y(v: float) -> float:
+        return TOP + ph * (1 - min(max(v, 0.0), top) / top)
+
+    title = f"{s.family} ({s.name}): {s.state}"
+    out = [
+        f'<svg width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img" '
+        f'aria-label="{escape(title)}">',
+        f"<title>{escape(title)} — {escape(metric)} per slice, 95% intervals</title>",
+        f'<text x="{LEFT}" y="18" style="font-size:13px;font-weight:600">{escape(title)}</text>',
+    ]
+    for t in ticks:
+        out.append(f'<line x1="{LEFT - 4}" x2="{W - RIGHT}" y1="{y(t):.1f}" y2="{y(t):.1f}" stroke="#eee"/>')
+        out.append(f'<text x="{LEFT - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{_fmt(t)}</text>')
+    out.append(f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{TOP + ph}" stroke="#333"/>')
+    out.append(f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{TOP + ph}" y2="{TOP + ph}" stroke="#333"/>')
+    if s.threshold is not None:
+        ty = y(s.threshold)
+        out.append(f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{ty:.1f}" y2="{ty:.1f}" stroke="#c62828" stroke-dasharray="6 4"/>')
+        out.append(f'<text x="{W - RIGHT}" y="{ty - 4:.1f}" text-anchor="end" style="fill:#c62828">threshold {_fmt(s.threshold)}</text>')
+    for i, (label, e) in enumerate(s.points):
+        cx = LEFT + slot * (i + 0.5)
+        out.append(f'<text x="{cx:.1f}" y="{TOP + ph + 16}" text-anchor="middle">{escape(label)}</text>')
+        if e.value is None:
+            out.append(f'<text x="{cx:.1f}" y="{TOP + ph - 6}" text-anchor="middle">n/a</text>')
+            continue
+        lo, hi = e.ci[:2] if e.ci and len(e.ci) >= 2 else (None, None)
+        if lo is not None and hi is not None:
+            out.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(lo):.1f}" y2="{y(hi):.1f}" stroke="#4e79a7" stroke-width="2"/>')
+            out.extend(
+                f'<line x1="{cx - 6:.1f}" x2="{cx + 6:.1f}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#4e79a7" stroke-width="2"/>'
+                for v in (lo, hi)
+            )
+        out.append(f'<circle cx="{cx:.1f}" cy="{y(e.value):.1f}" r="4.5" fill="#1f3b5c"/>')
+        out.append(f'<text x="{cx + 9:.1f}" y="{y(e.value) + 4:.1f}">{_fmt(e.value)}</text>')
+    out.append(f'<text x="{LEFT + pw / 2:.1f}" y="{H - 8}" text-anchor="middle">slice</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _family_table(run: FairnessRun) -> str:
+    st = next((m for m in run.metrics if m.metric == "stereotype_kw_rate"), None)
+    ph = next((m for m in run.metrics if m.metric == "pilot_harm_rate"), None)
+
+    def worst_ci(m: MetricResult | None, fam: str) -> str:
+        return _ci(worst_slice_interval(run, m, f"family={fam}")) if m else ""
+
+    rows = [
+        "<table><thead><tr><th>family</th><th>name</th><th>worst-slice stereotype [95% CI]</th>"
+        "<th>worst-slice pilot harm [95% CI]</th><th>refusal delta</th><th>decision</th><th>gate</th></tr></thead><tbody>"
+    ]
+    rows.extend(
+        f"<tr><td>{escape(f.family)}</td><td>{escape(f.name)}</td>"
+        f'<td class="num">{_fmt(f.worst_slice_stereotype)}{escape(worst_ci(st, f.family))}</td>'
+        f'<td class="num">{_fmt(f.worst_slice_pilot_harm)}{escape(worst_ci(ph, f.family))}</td>'
+        f'<td class="num">{_fmt(f.refusal_delta)}</td><td>{escape(f.decision)}</td>'
+        f'<td class="state-{escape(f.state)}">{escape(f.state)}</td></tr>'
+        for f in run.families
+    )
+    rows.append("</tbody></table>")
+    return "\n".join(rows)
+
+
+def card_html(run: FairnessRun, suite: Suite) -> str:
+    """The whole page; a pure function of the run and its suite."""
+    r = run.recordings
+    metric = deciding_metric(run)
+    series = family_series(run, metric)
+    bounds = [v for s in series for _, e in s.points for v in [e.value, *(e.ci or [])] if v is not None]
+    top, ticks = _axis(max(bounds + [s.threshold for s in series if s.threshold is not None] + [0.01]))
+    name = f"{run.suite.name} on {r.model_id}"
+    parts = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>Fairness card: {escape(name)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>Fairness card: <code>{escape(run.suite.name)}</code> on <code>{escape(r.model_id)}</code></h1>",
+        f'<p class="verdict state-{escape(run.gate.state)}">{_verdict(run)}</p>',
+    ]
+    if not r.is_audited_model:
+        parts.append(f'<p class="warn"><strong>Test model, not the audited model.</strong> {escape(r.model_note or "")}</p>')
+    if run.stability:
+        parts += ["<ul>", *(f"<li>{escape(s.summary)}</li>" for s in run.stability), "</ul>"]
+    parts += ["<h2>Per-family results</h2>", _family_table(run),
+              f"<p>{_inline_md(intervals_note(run))}</p>"]
+    rules = [f"<li>{escape(rule.describe())}</li>" for rule in suite.rules]
+    if rules:
+        parts += ["<h2>Decision rules</h2>", "<ul>", *rules, "</ul>"]
+    parts.append(f"<h2><code>{escape(metric)}</code> per slice, by family</h2>")
+    if series:
+        parts.append('<div class="charts">')
+        for s in series:
+            parts.append(f"<figure>{_svg(s, metric, top, ticks)}<figcaption>Dot: the slice's point estimate of "
+                         f"{escape(metric)} in {escape(s.family)}; whiskers: the slice's own 95% interval (results.json "
+                         "<code>by_slice</code>; pointwise, so narrower than the table's simultaneous worst-slice interval)"
+                         + (f"; dashed line: the threshold {_fmt(s.threshold)}" if s.threshold is not None else "")
+                         + ". Same y scale in every chart; n/a: too few rows.</figcaption></figure>")
+        parts.append("</div>")
+    else:
+        parts.append(f"<p>No family has a value of <code>{escape(metric)}</code>.</p>")
+    if run.caveats:
+        parts += ["<h2>Caveats</h2>", "<ul>"]
+        parts += [f"<li><strong>{escape(c.code)}</strong>: {escape(c.message)}</li>" for c in run.caveats[:60]]
+        if len(run.caveats) > 60:
+            parts.append(f"<li>… {len(run.caveats) - 60} more in results.json</li>")
+        parts.append("</ul>")
+    parts += [
+        "<h2>Provenance</h2><table><tbody>",
+        f"<tr><th>suite</th><td>{escape(run.suite.name)} v{escape(str(run.suite.version))} "
+        f"(hash {escape(run.suite.hash[:12])})</td></tr>",
+        f"<tr><th>recordings</th><td>{escape(str(r.path))}: {r.rows} rows, manifest sha256 "
+        f"{escape(r.manifest_sha256[:12])}</td></tr>",
+        f"<tr><th>model</th><td>{escape(r.model_id)} via {escape(str(r.engine))}</td></tr>",
+        f"<tr><th>scorer</th><td>lexical rubric {escape(run.scorer.rubric_version)}, mode {escape(run.scorer.mode)}</td></tr>",
+        f"<tr><th>tool</th><td>{escape(run.tool.name)} {escape(run.tool.version)}</td></tr>",
+        "</tbody></table>",
+        "</body></html>",
+    ]
+    return "\n".join(parts) + "\n"
