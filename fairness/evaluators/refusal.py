@@ -35,7 +35,21 @@ Label = Literal["refusal", "disclaimer", "none"]
 PAPER_PATTERNS: tuple[str, ...] = load_rubric().regex["refusal"]
 """The reference rubric's refusal patterns, read from score/rubric.yaml (case-insensitive, raw text)."""
 
-_PAPER = re.compile("|".join(PAPER_PATTERNS), re.IGNORECASE)
+
+def _word_start_gated(patterns: tuple[str, ...]) -> str:
+    """The alternation of `patterns`, matching exactly what `"|".join(patterns)` matches, but
+    gated by a look-ahead for the letters they start with: when every pattern is `\\b` and a
+    literal letter, the engine tries the alternatives only at word starts with such a letter
+    (a third of the CPU of the plain alternation on the committed outputs)."""
+    firsts = set()
+    for p in patterns:
+        if not (p.startswith("\\b") and len(p) > 3 and p[2].isalpha() and p[3] not in "?*{" and "|" not in p):
+            return "|".join(patterns)
+        firsts.add(p[2].lower())
+    return "\\b(?=[" + "".join(sorted(firsts)) + "])(?:" + "|".join(p[2:] for p in patterns) + ")"
+
+
+_PAPER = re.compile(_word_start_gated(PAPER_PATTERNS), re.IGNORECASE)
 
 _VERBS = (
     r"(?:help(?! but)|assist|provide|write|create|generate|produce|fulfil|fulfill|comply|complete|answer|give|offer"

@@ -307,8 +307,12 @@ def _rule_text(rule) -> str:
     return f"Flag when {rule.describe()}."
 
 
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+"""libyaml's emitter where PyYAML has it (same text for the card's plain data, a tenth of the CPU)."""
+
+
 def card_yaml(card_data: dict[str, Any]) -> str:
-    return yaml.safe_dump(card_data, sort_keys=False, allow_unicode=True, width=100)
+    return yaml.dump(card_data, Dumper=_DUMPER, sort_keys=False, allow_unicode=True, width=100)
 
 
 def card_md(c: dict[str, Any]) -> str:
