@@ -93,7 +93,8 @@ def grid_hash(cases: Iterable[Any], system_prompt: str) -> str:
     (`iter_grid`); a prompt's rows are consecutive, so its JSON is made once.
     """
     h = hashlib.sha256(b'{"rows":[')
-    sep = b""
+    sep = ""
+    rows: list[str] = []  # fed to the hash a few thousand rows at a time: one encode and update per batch
     last_prompt, prompt_json = None, ""
     last_params, params_json = None, ""
     seed_json: dict[tuple[type, int], str] = {}
@@ -104,9 +105,13 @@ def grid_hash(cases: Iterable[Any], system_prompt: str) -> str:
             last_params, params_json = c.params, _params_json(c.params)
         if (sj := seed_json.get((type(c.seed), c.seed))) is None:
             sj = seed_json[(type(c.seed), c.seed)] = canonical_json(c.seed)
-        row = "[" + canonical_json(c.row_id) + "," + prompt_json + "," + params_json + "," + sj + "]"
-        h.update(sep + row.encode("utf-8"))
-        sep = b","
+        rows.append("[" + canonical_json(c.row_id) + "," + prompt_json + "," + params_json + "," + sj + "]")
+        if len(rows) == 4096:
+            h.update((sep + ",".join(rows)).encode("utf-8"))
+            sep = ","
+            rows.clear()
+    if rows:
+        h.update((sep + ",".join(rows)).encode("utf-8"))
     h.update(('],"system_prompt":' + canonical_json(system_prompt) + "}").encode("utf-8"))
     return h.hexdigest()
 

@@ -15,6 +15,7 @@ Modes:
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -202,13 +203,27 @@ def _has_border(term: str) -> bool:
     return any(term[:k] == term[-k:] for k in range(1, len(term)))
 
 
+@dataclass(frozen=True)
+class _Owners:
+    """What each automaton word stands for, as flat arrays: word id w owns the entries
+    `first[w] : first[w] + count[w]` of `cat` (a term list's index, or −1 − r for regex list r's
+    anchor), `length` (the term's length) and `bordered` (it can overlap itself)."""
+
+    first: np.ndarray
+    count: np.ndarray
+    cat: np.ndarray
+    length: np.ndarray
+    bordered: np.ndarray
+
+
 @lru_cache(maxsize=1)
 def _automaton():
     """One Aho–Corasick automaton over every substring term, or None without pyahocorasick.
 
     It reports all occurrences of all terms in one pass over the corpus. That equals the
     reference's non-overlapping `str.count` for terms that cannot overlap themselves; the
-    few that can ("threat", "muslim") are de-overlapped left to right afterwards.
+    few that can ("threat", "muslim") are de-overlapped left to right afterwards. Each word's
+    value is its id in `_Owners`, so the matches come out as plain integers.
     """
     try:
         import ahocorasick
@@ -230,54 +245,69 @@ def _automaton():
             if (-1 - ri, 0, False) not in owners.get(anchor, []):
                 owners.setdefault(anchor, []).append((-1 - ri, 0, False))
     auto = ahocorasick.Automaton()
-    for word, own in owners.items():
-        # the common case (one owner, cannot overlap itself) is a bare int: the hot loop stays cheap
-        auto.add_word(word, own[0][0] if len(own) == 1 and not own[0][2] else tuple(own))
+    flat: list[tuple[int, int, bool]] = []
+    first, count = [], []
+    for w, (word, own) in enumerate(owners.items()):
+        auto.add_word(word, w)
+        first.append(len(flat))
+        count.append(len(own))
+        flat += own
     auto.make_automaton()
-    return auto, cats, regex_lists
+    table = _Owners(
+        np.array(first, dtype=np.int64), np.array(count, dtype=np.int64), np.array([o[0] for o in flat], dtype=np.int64),
+        np.array([o[1] for o in flat], dtype=np.int64), np.array([o[2] for o in flat], dtype=bool),
+    )
+    return auto, table, cats, regex_lists
+
+
+def _keep_first_of_overlaps(ends: np.ndarray, length: int) -> np.ndarray:
+    """Which occurrences (sorted ends) of a self-overlapping term `str.count` counts: left to
+    right, each one that starts after the end of the last one kept."""
+    if len(ends) < 2 or np.all(np.diff(ends) >= length):
+        return np.ones(len(ends), dtype=bool)  # no two overlap: all count (the usual case)
+    keep = np.zeros(len(ends), dtype=bool)
+    last = -1
+    for i, end in enumerate(ends.tolist()):
+        if end - length + 1 > last:
+            keep[i] = True
+            last = end
+    return keep
 
 
 def _scan(corpus: _Corpus) -> tuple[dict[str, np.ndarray], dict[str, set[int]]] | None:
     """One automaton pass: per-output term counts per list, and the outputs holding a regex
-    list's anchor (the only candidates for its full regex). None without pyahocorasick."""
+    list's anchor (the only candidates for its full regex). None without pyahocorasick.
+
+    The matches are read into arrays in C (`np.fromiter` over the flattened (end, word)
+    pairs) and expanded to their owners with array operations; only a self-overlapping term
+    that does overlap itself somewhere is walked in Python."""
     ac = _automaton()
     if ac is None:
         return None
-    auto, cats, regex_lists = ac
-    ends: list[int] = []
-    cat_ids: list[int] = []
-    anchor_ends: dict[str, list[int]] = {name: [] for name in regex_lists}
-    last_end: dict[tuple[int, int], int] = {}
-    for end, owners in auto.iter(corpus.text):
-        if owners.__class__ is int:
-            if owners >= 0:
-                ends.append(end)
-                cat_ids.append(owners)
-            else:
-                anchor_ends[regex_lists[-1 - owners]].append(end)
-            continue
-        for ci, length, bordered in owners:
-            if ci < 0:
-                anchor_ends[regex_lists[-1 - ci]].append(end)
-                continue
-            if bordered:
-                key = (ci, length)
-                if end - length + 1 <= last_end.get(key, -1):
-                    continue  # overlaps the previous occurrence of the same term
-                last_end[key] = end
-            ends.append(end)
-            cat_ids.append(ci)
+    auto, own, cats, regex_lists = ac
+    pairs = np.fromiter(itertools.chain.from_iterable(auto.iter(corpus.text)), dtype=np.int64)
+    match_end, word = pairs[0::2], pairs[1::2]
+    per = own.count[word]
+    match = np.repeat(np.arange(len(word)), per)  # one entry per (match, owner), in match order
+    k = np.arange(len(match)) - np.repeat(np.cumsum(per) - per, per)
+    o = own.first[word][match] + k
+    end, cat = match_end[match], own.cat[o]
+    keep = np.ones(len(o), dtype=bool)
+    bordered = np.flatnonzero(own.bordered[o])
+    if len(bordered):
+        b_key = cat[bordered] * (1 << 32) + own.length[o[bordered]]
+        for key in np.unique(b_key).tolist():
+            at = bordered[b_key == key]
+            keep[at] = _keep_first_of_overlaps(end[at], key & 0xFFFFFFFF)
     n = corpus.n
 
-    def docs(positions: list[int]) -> np.ndarray:
-        return np.searchsorted(corpus.starts, np.asarray(positions, dtype=np.int64), side="right") - 1
+    def docs(positions: np.ndarray) -> np.ndarray:
+        return np.searchsorted(corpus.starts, positions, side="right") - 1
 
-    if ends:
-        flat = np.bincount(np.asarray(cat_ids) * n + docs(ends), minlength=len(cats) * n).astype(np.int32)
-    else:
-        flat = np.zeros(len(cats) * n, dtype=np.int32)
+    term = keep & (cat >= 0)
+    flat = np.bincount(cat[term] * n + docs(end[term]), minlength=len(cats) * n).astype(np.int32)
     counts = {c: flat[i * n : (i + 1) * n] for i, c in enumerate(cats)}
-    return counts, {name: set(docs(pos).tolist()) for name, pos in anchor_ends.items()}
+    return counts, {name: set(docs(end[cat == -1 - ri]).tolist()) for ri, name in enumerate(regex_lists)}
 
 
 def _flags_from_candidates(lowered: Sequence[str], candidates: set[int], patterns: tuple[str, ...]) -> np.ndarray:
