@@ -60,35 +60,53 @@ class VaderScorer:
         from vaderSentiment.vaderSentiment import BOOSTER_DICT, N_SCALAR, NEGATE, SentiText
 
         negate = frozenset(NEGATE)
+        punctuation = string.punctuation
+
+        class _Tokens(SentiText):
+            """SentiText (3.3.2) without its per-token method calls: the same tokens (punctuation
+            stripped unless that leaves two characters or fewer) and the same all-caps test."""
+
+            def __init__(self, text: str) -> None:
+                self.text = text
+                tokens = []
+                for token in text.split():
+                    stripped = token.strip(punctuation)
+                    tokens.append(token if len(stripped) <= 2 else stripped)
+                self.words_and_emoticons = tokens
+                self.is_cap_diff = 0 < len(tokens) - sum(map(str.isupper, tokens)) < len(tokens)
 
         class _Windowed(SentimentIntensityAnalyzer):
             """VADER's scores, computed faster: its negation and idiom checks lower-case the
             whole token list for every sentiment word (quadratic in the text); they read
             only tokens i−3 … i+2, so they get that window, and the same answers. A text
             without emoji skips the character-by-character emoji rewrite (a no-op then), a word
-            outside the lexicon gets its 0 here rather than through `sentiment_valence`, and the
-            negation check tests its one word against a set instead of a list."""
+            outside the lexicon gets its 0 here rather than through `sentiment_valence`, the
+            negation check tests its one word against a set instead of a list, tokens are
+            lower-cased once, and the 'but' check runs only when a 'but' is there."""
 
             def polarity_scores(self, text):
                 if not isinstance(text, str) or not self._emoji_chars.isdisjoint(text):
                     return super().polarity_scores(text)
                 # the rest of SentimentIntensityAnalyzer.polarity_scores (vaderSentiment 3.3.2), unchanged
                 text = text.strip()
-                sentitext = SentiText(text)
+                sentitext = _Tokens(text)
                 sentiments: list = []
                 words_and_emoticons = sentitext.words_and_emoticons
+                lowered = [w.lower() for w in words_and_emoticons]
                 lexicon = self.lexicon
+                last = len(words_and_emoticons) - 1
                 for i, item in enumerate(words_and_emoticons):
                     valence = 0
-                    low = item.lower()
+                    low = lowered[i]
                     if low in BOOSTER_DICT or low not in lexicon:  # sentiment_valence appends 0 for a non-lexicon word
                         sentiments.append(valence)
                         continue
-                    if i < len(words_and_emoticons) - 1 and item.lower() == "kind" and words_and_emoticons[i + 1].lower() == "of":
+                    if i < last and low == "kind" and lowered[i + 1] == "of":
                         sentiments.append(valence)
                         continue
                     sentiments = self.sentiment_valence(valence, sentitext, item, i, sentiments)
-                sentiments = self._but_check(words_and_emoticons, sentiments)
+                if "but" in lowered:  # _but_check changes nothing otherwise
+                    sentiments = self._but_check(words_and_emoticons, sentiments)
                 return self.score_valence(sentiments, text)
 
             @staticmethod
