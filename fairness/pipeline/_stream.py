@@ -22,8 +22,7 @@ from typing import Any
 from fairness.audit._audit import AuditOptions, empty_flags, histogram_metrics, placeholder_columns, slice_order_of
 from fairness.audit._cells import CellAccumulator, CellTable
 from fairness.audit._metrics import Design, metric_matrix
-from fairness.recordings._record import Recording
-from fairness.recordings._store import ContentKeys, Manifest, iter_records
+from fairness.recordings._store import ContentKeys, Manifest, iter_record_fields
 from fairness.score._catalog import METRICS
 from fairness.score._rubric import ScoreTable, score_texts
 from fairness.suite._suite import Suite, distinct_row_ids, iter_grid
@@ -35,9 +34,10 @@ class NotStreamable(Exception):
     """The records are not the grid's rows in grid order; replay in memory instead."""
 
 
-def _records(directory: Path, manifest: Manifest) -> Iterator[Recording]:
+def _records(directory: Path, manifest: Manifest) -> Iterator[Any]:
+    """The records as light rows with `Recording`'s fields, validated as `Recording` validates them."""
     for f in manifest.files:
-        yield from iter_records(directory / f.path)
+        yield from iter_record_fields(directory / f.path)
 
 
 def stream_cells(
@@ -45,7 +45,7 @@ def stream_cells(
     directory: Path,
     manifest: Manifest,
     options: AuditOptions,
-    on_chunk: Callable[[list[Any], list[Recording], ScoreTable], object],
+    on_chunk: Callable[[list[Any], list[Any], ScoreTable], object],
     chunk: int = CHUNK,
 ) -> tuple[Design, CellTable]:
     """Score the recorded rows of `suite`'s grid chunk by chunk; return the design levels and

@@ -23,9 +23,11 @@ import tempfile
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, TextIO
 
 from pydantic import Field, ValidationError
+from pydantic_core import SchemaValidator
 
 from fairness._util.canonical import canonical_json, sha256_file, sha256_text
 from fairness._util.errors import FairnessError, validation_message
@@ -302,6 +304,39 @@ def iter_records(path: Path) -> Iterator[Recording]:
             yield Recording.model_validate_json(line)
         except ValidationError as err:
             raise FairnessError(validation_message(err, f"`{path}` line {lineno}", Recording)) from None
+
+
+@functools.cache
+def _record_fields() -> SchemaValidator | None:
+    """`Recording`'s own field validators without the model around them (None when the model's
+    schema is more than its fields: a custom `__init__` or a model validator)."""
+    schema = Recording.__pydantic_core_schema__
+    if schema["type"] != "model" or schema.get("custom_init") or schema["schema"]["type"] != "model-fields":
+        return None
+    return SchemaValidator(schema["schema"], schema.get("config"))
+
+
+def iter_record_fields(path: Path) -> Iterator[Any]:
+    """`iter_records` as light rows (attribute access to the same fields and values), for a
+    streamed replay that keeps no record: each line passes the very validators `Recording`
+    applies, without building a frozen model per row (a third of the validation CPU). A line
+    they refuse gets `iter_records`' error."""
+    fields = _record_fields()
+    if fields is None:
+        yield from iter_records(path)
+        return
+    for lineno, offset, raw in _iter_lines(path):
+        line = decode_utf8(raw, f"data file `{path}`", base_offset=offset)
+        if not line.strip():
+            continue
+        try:
+            yield SimpleNamespace(**fields.validate_json(line)[0])
+        except ValidationError:
+            try:
+                Recording.model_validate_json(line)
+            except ValidationError as err:
+                raise FairnessError(validation_message(err, f"`{path}` line {lineno}", Recording)) from None
+            raise  # the fields refuse what the model accepts: never expected
 
 
 def verify_files(directory: Path, files: Iterable[DataFile]) -> None:
