@@ -50,9 +50,9 @@ class TestPaperTable:
         run = paper_run.run
         fired = {c.scope: c.fired for c in run.rules}
         assert fired == {"family=F1": True, "family=F2": True, "family=F3": True, "family=F4": False}
-        # the paper flags F1-F3 at the point; with intervals only F2 is settled (fail), the rest inconclusive
+        # the paper flags F1-F3 at the point; with intervals F2 and F3 are settled (fail), F1 and F4 inconclusive
         states = {c.scope: c.state for c in run.rules}
-        assert states == {"family=F1": "inconclusive", "family=F2": "fail", "family=F3": "inconclusive", "family=F4": "inconclusive"}
+        assert states == {"family=F1": "inconclusive", "family=F2": "fail", "family=F3": "fail", "family=F4": "inconclusive"}
         assert run.gate.state == "fail" and run.gate.exit_code == 1
         assert all(c.settle is not None for c in run.rules if c.state == "inconclusive")
         assert next(c for c in run.rules if c.scope == "family=F2").settle is None
@@ -83,9 +83,9 @@ class TestOutputs:
         text = (paper_run.out / "summary.md").read_text()
         lines = [ln for ln in text.splitlines() if ln.strip()]
         assert lines[1].split("**")[1] == "FAIL"
-        # the count says what it counts: F1-F3 are beyond the threshold at the point, only F2 with confidence
+        # the count says what it counts: F1-F3 are beyond the threshold at the point, F2 and F3 with confidence
         assert lines[1].endswith("— a decision rule is breached with confidence (3/4 rule checks beyond the threshold "
-                                 "at the point estimate; 1 with confidence). Exit code 1.")
+                                 "at the point estimate; 2 with confidence). Exit code 1.")
         assert "| F2 | 0.23" in text and "xychart-beta" in text and "Verdict stability" in text
         assert "**Estimand** — grid estimand" in text
         assert "### How many more seeds would settle it" in text and "| stereotype-worst-slice | family=F1 |" in text
@@ -98,8 +98,8 @@ class TestOutputs:
         assert f1["state"] == "inconclusive" and f1["settle"]["toward"] == "fail" and f1["settle"]["cells"] == 40
         card = yaml.safe_load((paper_run.out / "card.yaml").read_text())
         assert card["audit_result"]["estimand"] == data["estimand"]
-        assert [x["scope"] for x in card["audit_result"]["to_settle"]] == ["family=F1", "family=F3", "family=F4"]
-        counts = "3/4 rule checks beyond the threshold at the point estimate; 1 with confidence"
+        assert [x["scope"] for x in card["audit_result"]["to_settle"]] == ["family=F1", "family=F4"]
+        counts = "3/4 rule checks beyond the threshold at the point estimate; 2 with confidence"
         assert card["audit_result"]["rule_checks"] == counts
         assert f"**Gate:** ❌ `fail` (exit 1; {counts})" in (paper_run.out / "card.md").read_text()
 

@@ -99,11 +99,11 @@ def test_confident_regression_fails_a_passing_head_and_leads_the_summary(repo, c
     write_suite(repo)
     record(repo, clean)
     base = commit(repo, "base")
-    write_suite(repo, rules=[{**SUITE["rules"][0], "threshold": 0.7}, SUITE["rules"][1]])  # the head's own policy
+    write_suite(repo, rules=[{**SUITE["rules"][0], "threshold": 0.75}, SUITE["rules"][1]])  # the head's own policy
     record(repo, regressed)
     commit(repo, "head")
 
-    assert run() == 0  # on its own the head passes: 0.5 < 0.7
+    assert run() == 0  # on its own the head passes: 0.5 < 0.75, upper bound 0.728 (design effect 2: seed 1 fires in every cell)
     assert run("--baseline-ref", base) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[-1] == f"Base vs head: a confident regression against commit `{base[:12]}`"
@@ -118,7 +118,7 @@ def test_confident_regression_fails_a_passing_head_and_leads_the_summary(repo, c
     summary = Path("out/summary.md").read_text()
     assert summary.startswith(f"## ❌ Base vs head: a confident regression against commit `{base[:12]}`\n\n"
                               "- **stereotype-regression** [family=F1]: change +0.5 from base to head; breached with confidence: "
-                              "the interval [0.2977, 0.662] lies beyond 0.02 (point breached (0.5 > 0.02))\n")
+                              "the interval [0.2318, 0.728] lies beyond 0.02 (point breached (0.5 > 0.02))\n")
     assert summary.index("## Fairness audit") < summary.index("### Base vs head")
 
 
@@ -129,7 +129,7 @@ def test_identical_recordings_skip_the_diff_with_a_note(repo, capsys):
     (repo / "README.md").write_text("docs only\n")
     commit(repo, "head: docs")
 
-    assert run("--baseline-ref", base) == 3  # the head alone is inconclusive: 0.5 against 0.6, upper bound 0.66
+    assert run("--baseline-ref", base) == 3  # the head alone is inconclusive: 0.5 against 0.6, upper bound 0.728
     out = capsys.readouterr().out
     assert (f"base vs head skipped: the recordings at commit `{base[:12]}` are byte-identical to the head's (same "
             "data-file sha256 in both manifests) and the suite is unchanged, so nothing can differ") in out
@@ -190,7 +190,7 @@ def test_action_baseline_ref_input(repo):
     errors = [c for c in workflow_commands(out.getvalue()) if c.name == "error"]
     assert [(c.props["title"], c.message) for c in errors] == [(
         "Fairness regression stereotype-regression [family=F1]",
-        "change +0.5 from base to head; breached with confidence: the interval [0.2977, 0.662] lies beyond 0.02 "
+        "change +0.5 from base to head; breached with confidence: the interval [0.2318, 0.728] lies beyond 0.02 "
         f"(point breached (0.5 > 0.02)) (against commit `{base[:12]}`)")]
 
 

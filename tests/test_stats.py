@@ -18,11 +18,11 @@ from fairness.audit._intervals import (
     detectable,
     gap_interval,
     holm_levels,
-    icc,
     lower,
     n_eff_needed,
     pair_difference,
     seeds_needed,
+    sidak,
     upper,
     worst_interval,
 )
@@ -270,30 +270,31 @@ class TestKornGraubard:
         assert upper(3, 10, "count", 0.025) == pytest.approx(sps.chi2.ppf(0.975, 8) / 20, rel=1e-10)
         assert lower(0, 10, "count", 0.025) == 0.0
 
-    def test_icc_matches_one_way_anova_on_rows(self):
-        sums = np.array([[0.0], [1.0], [4.0], [2.0], [0.0]])
-        counts = np.full((5, 1), 5.0)
-        rows = [np.r_[np.ones(int(k)), np.zeros(5 - int(k))] for k in sums[:, 0]]
-        grand = np.concatenate(rows).mean()
-        msb = sum(5 * (r.mean() - grand) ** 2 for r in rows) / 4
-        msw = sum(((r - r.mean()) ** 2).sum() for r in rows) / 20
-        assert icc(CellCounts(sums, counts, "rate")) == pytest.approx((msb - msw) / (msb + 4 * msw))
+    def test_stratified_design_effect_hand_checked(self):
+        # cells at 1/5, 2/5, 1/5, 2/5: within = (25/4)·(0.16 + 0.24 + 0.16 + 0.24) = 5.0; binomial 20·0.3·0.7 = 4.2
+        sb = SliceBounds.of(CellCounts(np.array([[1.0], [2.0], [1.0], [2.0]]), np.full((4, 1), 5.0), "rate"))
+        assert sb.deff.tolist() == pytest.approx([5.0 / 4.2]) and sb.param == pytest.approx(5.0 / 4.2)
 
-    def test_design_effect_is_sized_at_the_slices_own_cluster_size_and_floored_at_one(self):
+    def test_fixed_cell_differences_add_no_variance_for_the_grid_estimand(self):
+        # all-or-nothing cells: a large intra-cluster correlation, yet given the grid the rows vary little
         clustered = CellCounts(np.array([[5.0, 5.0], [0.0, 0.0], [5.0, 4.0], [0.0, 1.0]]), np.full((4, 2), 5.0), "rate")
         sb = SliceBounds.of(clustered)
-        assert sb.deff == pytest.approx(1 + 4 * sb.param) and sb.param > 0.5
-        spread = SliceBounds.of(_grid_counts([10, 10]))  # one event per cell: less clustered than binomial
-        assert spread.param < 0 and np.all(spread.deff == 1.0)
+        assert sb.deff.tolist() == [1.0, 1.0] and sb.param == 1.0
 
     def test_one_seed_per_cell_has_no_design_effect(self):
         sb = SliceBounds.of(CellCounts(np.array([[1.0, 0.0], [0.0, 0.0], [1.0, 1.0]]), np.ones((3, 2)), "rate"))
-        assert math.isnan(sb.param) and sb.deff.tolist() == [1.0, 1.0]
+        assert sb.param == 1.0 and sb.deff.tolist() == [1.0, 1.0]
 
-    def test_worst_slice_lower_end_is_bonferroni_over_slices(self):
+    def test_sidak_split(self):
+        assert sidak(0.025, 4) == pytest.approx(1 - 0.975**0.25, rel=1e-12) and sidak(0.025, 1) == 0.025
+
+    def test_worst_slice_lower_end_is_sidak_over_slices(self):
+        # k events one per cell: within variance 1 per event cell, binomial k(1 − k/200) → design effect 200/(200 − k);
+        # the 20-event slice: x_eff = 18, n_eff = 180
         sb = SliceBounds.of(_grid_counts([4, 10, 20, 6]))
         w = worst_interval(sb, "max", 0.05)
-        assert w.low == pytest.approx(sps.beta.ppf(0.025 / 4, 20, 181)) and w.high == pytest.approx(sps.beta.ppf(0.975, 21, 180))
+        assert w.low == pytest.approx(sps.beta.ppf(1 - 0.975**0.25, 18, 163), rel=1e-9)
+        assert w.high == pytest.approx(sps.beta.ppf(0.975, 19, 162), rel=1e-9)
 
     def test_an_empty_slice_leaves_the_worst_slice_and_gap_over_the_others(self):
         cc = _grid_counts([4, 10, 20, 6])
@@ -301,7 +302,7 @@ class TestKornGraubard:
         cc = CellCounts(cc.sums * np.array([1, 1, 1, 0]), cc.counts, "rate")
         sb = SliceBounds.of(cc)
         w, g = worst_interval(sb, "max", 0.05), gap_interval(sb, 0.05)
-        assert w.low == pytest.approx(sps.beta.ppf(0.025 / 3, 20, 181))
+        assert w.low == pytest.approx(sps.beta.ppf(1 - 0.975 ** (1 / 3), 18, 163), rel=1e-9)
         assert math.isfinite(g.low) and g.low > 0 and math.isfinite(g.high)
         one = CellCounts(cc.sums * np.array([0, 0, 1, 0]), cc.counts * np.array([0, 0, 1, 0]), "rate")
         assert math.isnan(gap_interval(SliceBounds.of(one), 0.05).low)
@@ -309,12 +310,16 @@ class TestKornGraubard:
 
 class TestNewcombe:
     def test_pair_difference_is_the_mover_of_exact_bounds_when_nothing_is_shared(self):
-        sb = SliceBounds.of(_grid_counts([30, 12]))
+        # whole cells all-or-nothing, in different cells: design effect 1, negative correlation clipped to 0
+        T = np.zeros((40, 2))
+        T[:6, 0], T[10:12, 1] = 5.0, 5.0
+        sb = SliceBounds.of(CellCounts(T, np.full((40, 2), 5.0), "rate"))
+        assert sb.deff.tolist() == [1.0, 1.0]
         tail = 0.025
         lo, hi = pair_difference(sb, 0, 1, tail)
-        p1, p2 = 30 / 200, 12 / 200
+        p1, p2 = 30 / 200, 10 / 200
         l1, u1 = sps.beta.ppf(tail, 30, 171), sps.beta.ppf(1 - tail, 31, 170)
-        l2, u2 = sps.beta.ppf(tail, 12, 189), sps.beta.ppf(1 - tail, 13, 188)
+        l2, u2 = sps.beta.ppf(tail, 10, 191), sps.beta.ppf(1 - tail, 11, 190)
         assert lo == pytest.approx(p1 - p2 - math.hypot(p1 - l1, u2 - p2), rel=1e-9)
         assert hi == pytest.approx(p1 - p2 + math.hypot(u1 - p1, p2 - l2), rel=1e-9)
 
@@ -344,7 +349,9 @@ class TestHolmAndGate:
         ccs = {f"family=F{i}": _grid_counts([14, 2, 2, 2]) for i in range(4)}
         ivs = rule_intervals(RULE, METRICS[RULE.metric], ccs, 0.05)
         assert [t for _, t in ivs.values()] == [0.025 / 4] * 4
-        assert ivs["family=F0"][0].low == pytest.approx(sps.beta.ppf(0.025 / 16, 14, 187))
+        # Holm level 0.025/4, Šidák over 4 slices; design effect 200/186: x_eff 13.02, n_eff 186
+        t = 1 - (1 - 0.025 / 4) ** 0.25
+        assert ivs["family=F0"][0].low == pytest.approx(sps.beta.ppf(t, 13.02, 173.98), rel=1e-9)
 
 
 class TestPower:
@@ -353,10 +360,10 @@ class TestPower:
         assert n_eff_needed(0.10, 0.05, "rate", 0.025) == pytest.approx(184.77, abs=0.01)
 
     def test_seeds_needed_grows_with_the_design_effect(self):
-        assert seeds_needed(184.77, 40, "rate", 0.0) == (200, 5)
-        # m = 184.77·0.95 / (40 − 184.77·0.05) = 5.71 → 6 seeds: 240 rows, n_eff 240 / 1.25 = 192 ≥ 184.77
-        assert seeds_needed(184.77, 40, "rate", 0.05) == (240, 6)
-        assert seeds_needed(184.77, 40, "rate", 0.25) == (None, None)
+        assert seeds_needed(184.77, 40, 1.0) == (200, 5)
+        # m = ⌈184.77·1.25 / 40⌉ = ⌈5.77⌉ = 6 seeds: 240 rows, n_eff 240 / 1.25 = 192 ≥ 184.77
+        assert seeds_needed(184.77, 40, 1.25) == (240, 6)
+        assert seeds_needed(math.inf, 40, 1.0) == (None, None)
 
     def test_detectable_value_inverts_the_sample_size(self):
         d = detectable(0.05, "rate", 0.025, 184.77, +1)

@@ -27,6 +27,7 @@ from fairness.audit._intervals import (
     n_eff_needed,
     pooled_interval,
     seeds_needed,
+    sidak,
 )
 from fairness.audit._intervals import gap_interval as gap_ci
 from fairness.audit._intervals import slice_intervals as slice_ci
@@ -281,10 +282,11 @@ def audit_cells(
         caveats=caveats,
         variance=variance,
         tests=Methods(
-            interval_rate="Korn-Graubard: Clopper-Pearson at the effective n (design effect 1 + (m-1)rho, rho pooled over "
-            "slices, m = the slice's rows per template cell, floored at 1), 95%; counts: exact Poisson (Garwood) on the "
-            "effective total (design effect = dispersion of the cell totals)",
-            interval_worst_slice="simultaneous over slices (Bonferroni on the end every slice must meet)",
+            interval_rate="Korn-Graubard: Clopper-Pearson at the effective n (design effect = the stratified variance "
+            "with template cells as strata, the grid estimand's, over the binomial variance, floored at 1), 95%; counts: "
+            "exact Poisson (Garwood) on the effective total (design effect = dispersion of the cell totals)",
+            interval_worst_slice="simultaneous over slices (Sidak split of the end every slice must meet; the slices' "
+            "rows are independent given the grid)",
             interval_gap="paired Newcombe (MOVER) differences on the effective n, Bonferroni over the slice pairs",
             bootstrap=f"not used by the gate (the intervals are exact and deterministic); B={options.bootstrap}, "
             f"seed={options.seed} serve the evaluators",
@@ -409,12 +411,12 @@ def _settle(rule: DecisionRule, spec: MetricSpec, cc: CellCounts, value: float, 
         n_eff_now, cells = float(per_slice_n_eff[w]), int(cc.cells[w])
         split_low = _worst_kind(spec) == "max"  # the end every slice must meet: lower end of a max
         fail_split = split_low == over
-        t_fail = tail / k if fail_split else tail
-        t_pass = alpha / 2 if fail_split else alpha / (2 * k)
+        t_fail = sidak(tail, k) if fail_split else tail
+        t_pass = alpha / 2 if fail_split else sidak(alpha / 2, k)
         base, param, per_cell = None, sb.param, 1
     t_need = t_fail if toward == "fail" else t_pass
     need = n_eff_needed(value, t, cc.kind, t_need, gap_base=base)
-    rows, seeds = seeds_needed(need, cells, cc.kind, param)
+    rows, seeds = seeds_needed(need, cells, param)
     if seeds is not None and per_cell > 1:
         seeds = math.ceil(seeds / per_cell)
         rows = seeds * cells
@@ -423,9 +425,6 @@ def _settle(rule: DecisionRule, spec: MetricSpec, cc: CellCounts, value: float, 
     now = round(float(cc.n[live].mean()))
     if not math.isfinite(need):
         note = "the point sits on the threshold: no sample size settles it at this value"
-    elif rows is None:
-        note = (f"80% power to {toward} at the observed {value:.4g} needs {need:.0f} effective rows per slice, more than "
-                f"{cells} template cells can give at this design effect: add templates, not seeds")
     else:
         note = (f"about {seeds} seeds per template cell ({rows} rows per slice, now {now}) would give 80% power to "
                 f"{toward} if the true value is the observed {value:.4g}")

@@ -6,14 +6,23 @@ population of templates: with 5 paraphrases and 4 occupations shared across cell
 cell-level method can support the population claim (benchmarks/stats_simulation.py).
 
 Why these constructions:
-- **Korn–Graubard** rate intervals: Clopper–Pearson at the effective n = n / design effect.
-  The design effect is 1 + (m_s − 1)·ρ, with the intra-cluster correlation ρ pooled over
-  slices (one-way ANOVA on (cell, slice) clusters around each slice's own mean) and m_s the
-  slice's own cluster size (seeds per cell), floored at 1. Exact, so the lower end keeps its
-  one-sided level at rates near 0, where Wilson's does not.
+- **Korn–Graubard** rate intervals: Clopper–Pearson at the effective n = n / design effect,
+  the design effect floored at 1. For the grid estimand the template cells are fixed, so they
+  are *strata*, not clusters: given the grid, a slice's rows are independent Bernoulli draws
+  (one per seed) with their cell's rate, and the variance of its rate is the stratified one,
+  Σ_c n_c·s²_c / n² with s²_c the within-cell (unbiased) variance. The design effect is that
+  variance over the binomial one at the slice's rate (≤ 1 in expectation: fixed cell
+  differences do not add variance), so after the floor the bound is Clopper–Pearson on the
+  rows, which is exact-or-conservative for a mean of unequal Bernoulli rates (Hoeffding 1956:
+  the binomial tails beyond the mean dominate the Poisson-binomial ones). A between-cell
+  (intra-cluster) design effect would size the interval for a population of templates, which
+  the grid estimand does not claim. Exact, so the lower end keeps its one-sided level at rates
+  near 0, where Wilson's does not.
 - Count metrics (mean keywords per output) use the exact Poisson (Garwood) interval on the
   effective total, the design effect being the Pearson dispersion of the cluster totals.
-- **Worst slice**: simultaneous over the k slices (Bonferroni on the end that needs it).
+- **Worst slice**: simultaneous over the k slices on the end that needs it, Šidák-split
+  (1 − (1 − t)^(1/k)): given the grid the slices' rows are disjoint independent draws, so the
+  slices' bounds miss independently and Šidák is the exact split (Bonferroni is conservative).
 - **Gap** (max − min): paired MOVER/Newcombe differences of the slice bounds for every pair,
   Bonferroni over the pairs; the correlation between two slices' estimates through shared
   template cells is estimated from the cells and never allowed to shrink a difference's
@@ -76,30 +85,20 @@ class CellCounts:
 # -- design effects -----------------------------------------------------------------------
 
 
-def icc(cc: CellCounts) -> float:
-    """ANOVA intra-cluster correlation of a 0/1 outcome, clusters = (cell, slice), pooled over slices.
+def stratified_variance(cc: CellCounts) -> tuple[np.ndarray, np.ndarray]:
+    """Per slice: n² × the stratified variance of its rate (cells = strata), and n² × the binomial one.
 
-    Between-cluster deviations are taken from each slice's own mean, so slice differences do
-    not count as clustering. NaN when no slice has two cells; 0 when nothing varies.
+    A cell with n_c ≥ 2 rows contributes n_c²/(n_c − 1)·p_c(1 − p_c) (n_c times the unbiased
+    within-cell variance); a single-row cell, whose within variance is not estimable,
+    contributes the binomial p(1 − p) at the slice's rate.
     """
     N = cc.counts
-    ok = N > 0
-    n = cc.n
-    live = n > 0
-    K, S = int(ok.sum()), int(live.sum())
-    tot = float(n.sum())
-    df_b, df_w = K - S, tot - K
-    if df_b <= 0 or df_w <= 0:
-        return math.nan
+    p_s = np.nan_to_num(cc.values)
     with np.errstate(invalid="ignore", divide="ignore"):
-        p_c = np.where(ok, cc.sums / np.where(ok, N, 1), 0.0)
-        p_s = np.where(live, cc.x / np.where(live, n, 1), 0.0)
-    ssb = float((N * (p_c - p_s[None, :]) ** 2).sum())
-    ssw = float((N * p_c * (1 - p_c)).sum())
-    n0 = (tot - float((N**2 / np.where(live, n, 1)[None, :]).sum())) / df_b
-    msb, msw = ssb / df_b, ssw / df_w
-    den = msb + (n0 - 1) * msw
-    return 0.0 if den <= 0 else (msb - msw) / den
+        p_c = np.where(N > 0, cc.sums / np.where(N > 0, N, 1), 0.0)
+        within = np.where(N >= 2, N * N / np.where(N >= 2, N - 1, 1) * p_c * (1 - p_c), 0.0)
+    single = np.where(N == 1, p_s[None, :] * (1 - p_s[None, :]), 0.0)
+    return (within + single).sum(axis=0), cc.n * p_s * (1 - p_s)
 
 
 def dispersion(cc: CellCounts) -> float:
@@ -118,20 +117,18 @@ def dispersion(cc: CellCounts) -> float:
     return x2 / (K - S)
 
 
-def cluster_size(cc: CellCounts) -> np.ndarray:
-    """Each slice's size-weighted mean cluster size Σ n_cs² / n_s (the seeds per cell when balanced)."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (cc.counts**2).sum(axis=0) / cc.n
-
-
 def design_effects(cc: CellCounts) -> tuple[np.ndarray, float]:
-    """Per-slice design effects (≥ 1; NaN when not estimable) and the ρ (rates) or φ (counts) behind them."""
+    """Per-slice design effects (≥ 1; NaN when not estimable) and the one pooled over slices behind the power figures.
+
+    Rates: stratified (grid-estimand) variance over the binomial one, floored at 1 (a slice at
+    0 or 1 has design effect 1). Counts: the Pearson dispersion φ of the cluster totals.
+    """
     if cc.kind == "rate":
-        rho = icc(cc)
-        m = cluster_size(cc)
-        deff = 1.0 + (m - 1.0) * max(rho, 0.0)
-        # one row per cell: no clustering to correct for, even where ρ cannot be estimated
-        return np.where(m == 1.0, 1.0, np.where(np.isnan(rho), np.nan, np.maximum(deff, 1.0))), rho
+        v, b = stratified_variance(cc)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            deff = np.where(b > 0, v / np.where(b > 0, b, 1), 1.0)
+        pooled = float(v.sum() / b.sum()) if b.sum() > 0 else 1.0
+        return np.maximum(deff, 1.0), max(pooled, 1.0)
     phi = dispersion(cc)
     return np.full(cc.counts.shape[1], math.nan if math.isnan(phi) else max(phi, 1.0)), phi
 
@@ -169,7 +166,7 @@ class SliceBounds:
     cc: CellCounts
     deff: np.ndarray
     param: float
-    """ρ for rates, φ for counts."""
+    """The design effect pooled over slices for rates, φ for counts."""
 
     @classmethod
     def of(cls, cc: CellCounts) -> SliceBounds:
@@ -202,12 +199,17 @@ def slice_intervals(sb: SliceBounds, alpha: float) -> tuple[np.ndarray, np.ndarr
     return sb.lo(alpha / 2), sb.hi(alpha / 2)
 
 
+def sidak(tail: float, k: int) -> float:
+    """Per-slice tail so that k independent one-sided bounds all hold with probability 1 − tail."""
+    return -math.expm1(math.log1p(-tail) / k) if k > 1 else tail
+
+
 def worst_interval(sb: SliceBounds, worst: str, alpha: float, *, low_tail: float | None = None,
                    high_tail: float | None = None) -> Interval:
     """Simultaneous interval for the worst slice's value over the non-empty slices.
 
     `worst` is `max` (harms) or `min` (goods). The end that must hold for every slice (the
-    lower end of a max, the upper end of a min) is Bonferroni-split over the k slices; the
+    lower end of a max, the upper end of a min) is Šidák-split over the k slices; the
     other end holds at its own level. `low_tail`/`high_tail` override the one-sided levels
     (default α/2 each), e.g. for a Holm adjustment across families.
     """
@@ -219,9 +221,9 @@ def worst_interval(sb: SliceBounds, worst: str, alpha: float, *, low_tail: float
     ht = alpha / 2 if high_tail is None else high_tail
     if worst == "min":
         lo = np.min(sb.lo(lt)[live])
-        hi = np.min(sb.hi(ht / k)[live])
+        hi = np.min(sb.hi(sidak(ht, k))[live])
     else:
-        lo = np.max(sb.lo(lt / k)[live])
+        lo = np.max(sb.lo(sidak(lt, k))[live])
         hi = np.max(sb.hi(ht)[live])
     return Interval(float(lo), float(hi), f"korn-graubard-simultaneous-{worst}")
 
@@ -387,24 +389,16 @@ def n_eff_needed(value: float, threshold: float, kind: str, tail: float, power: 
     return ((za * math.sqrt(var(threshold)) + zb * math.sqrt(var(value))) / (value - threshold)) ** 2
 
 
-def seeds_needed(n_eff: float, cells: int, kind: str, param: float) -> tuple[int | None, int | None]:
+def seeds_needed(n_eff: float, cells: int, param: float) -> tuple[int | None, int | None]:
     """(rows per slice, seeds per cell) reaching `n_eff` effective rows with `cells` template cells.
 
-    Rates: the design effect grows with the seeds m: n_eff = C·m / (1 + (m−1)ρ), so
-    m = n_eff(1−ρ) / (C − n_eff·ρ); when C ≤ n_eff·ρ no number of seeds is enough (more
-    templates are). Counts: the dispersion φ is taken as fixed.
+    `param` is the design effect (rates: stratified, pooled over slices; counts: the dispersion
+    φ), taken as fixed in the number of seeds: m = ⌈n_eff·deff / C⌉.
     """
     if not math.isfinite(n_eff) or cells <= 0:
         return None, None
-    if kind == "rate":
-        rho = max(param, 0.0) if math.isfinite(param) else 0.0
-        den = cells - n_eff * rho
-        if den <= 0:
-            return None, None
-        m = max(1, math.ceil(n_eff * (1 - rho) / den - 1e-9))
-    else:
-        phi = max(param, 1.0) if math.isfinite(param) else 1.0
-        m = max(1, math.ceil(n_eff * phi / cells - 1e-9))
+    deff = max(param, 1.0) if math.isfinite(param) else 1.0
+    m = max(1, math.ceil(n_eff * deff / cells - 1e-9))
     return m * cells, m
 
 

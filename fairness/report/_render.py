@@ -123,7 +123,7 @@ def settle_md(run: FairnessRun) -> str:
     for c in rows:
         st = c.settle
         assert st is not None
-        rows_txt = "more templates needed" if st.rows_per_slice is None else f"{st.rows_per_slice} ({st.rows_per_slice_now})"
+        rows_txt = "none settles it at the threshold" if st.rows_per_slice is None else f"{st.rows_per_slice} ({st.rows_per_slice_now})"
         lines.append(f"| {c.rule} | {c.scope} | {_fmt(c.value)}{_ci(c.interval)} | {c.threshold:g} | {st.toward} | {rows_txt} "
                      f"| {st.seeds if st.seeds is not None else 'n/a'} | {_fmt(st.detectable)} | {_fmt(st.passable)} |")
     return "\n".join(lines) + ("\n\n80% power at the observed value and the scope's design effect (normal approximation); "
