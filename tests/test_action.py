@@ -15,16 +15,16 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
 from conftest import DEFAULT_RECORDINGS, REPO, write_recording_set
+from local_server import serve, stop
 from paper_grid import paper_text_for
 
 from fairness._util.errors import FairnessError
@@ -496,14 +496,10 @@ class FakeGitHub:
             def do_PATCH(self):
                 self._handle("PATCH")
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server, self.url = serve(Handler)
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        stop(self.server)
 
 
 @pytest.fixture

@@ -6,12 +6,13 @@ import json
 import socket
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from local_server import serve, stop
 
 from fairness._util.errors import FairnessError
 from fairness.cli import _main as cli
@@ -80,10 +81,7 @@ class FakeAPI:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
-        self.thread.start()
+        self.server, self.url = serve(Handler)
 
     @staticmethod
     def text_for(body: dict) -> str:
@@ -133,8 +131,7 @@ class FakeAPI:
         raise AssertionError(f"no request for {case.row_id}")
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        stop(self.server)
 
 
 def error(status: int, message: str = "boom", headers: dict[str, str] | None = None) -> Reply:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import DEFAULT_RECORDINGS, write_recording_set
+from local_server import serve, stop
 from standin_vllm import VERSION, Handler
 from test_hosted import SUITE, FakeAPI
 
@@ -156,14 +155,11 @@ def test_regenerating_a_hub_model_needs_a_revision(tmp_path, capsys):
 
 def test_the_server_and_its_version_are_probed_where_reported():
     Handler.model = "m"
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
+    server, url = serve(Handler)
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
         assert probe_server(f"{url}/v1") == {"name": "vllm", "version": VERSION}
     finally:
-        server.shutdown()
-        server.server_close()
+        stop(server)
     api = FakeAPI()  # answers no version route
     try:
         assert probe_server(f"{api.url}/v1") is None
@@ -265,9 +261,7 @@ class _GitHub:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True).start()
+        self.server, self.url = serve(H)
 
 
 def test_open_pr_updates_the_pr_already_open_from_the_branch(tmp_path, monkeypatch, capsys):

@@ -24,12 +24,13 @@ import socket
 import subprocess
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from local_server import serve, stop
 from runner_standin import _condition, interpolate
 from test_action import parse_output_file
 
@@ -172,13 +173,10 @@ class FakeGitHub:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True).start()
+        self.server, self.url = serve(Handler)
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        stop(self.server)
 
 
 # -- setup ----------------------------------------------------------------------------------
