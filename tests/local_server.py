@@ -6,8 +6,10 @@ handlers; how they listen, where, and how they shut down is the same for all of 
 
 from __future__ import annotations
 
+import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 
 def serve(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
@@ -20,3 +22,25 @@ def serve(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, s
 def stop(server: ThreadingHTTPServer) -> None:
     server.shutdown()
     server.server_close()
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """A quiet request handler that reads and answers JSON, the one shape every fake API here speaks."""
+
+    def read_json(self, empty: Any = None) -> Any:
+        """The request body decoded as JSON; `empty` when there is none."""
+        n = int(self.headers.get("content-length") or 0)
+        return json.loads(self.rfile.read(n)) if n else empty
+
+    def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        """Answer `status` with `body` (encoded as JSON unless it is bytes already) and extra `headers`."""
+        payload = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.send_response(status)
+        for k, v in {"content-type": "application/json", **(headers or {})}.items():
+            self.send_header(k, v)
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: Any) -> None:
+        pass

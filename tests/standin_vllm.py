@@ -10,49 +10,38 @@ different outputs. It is not a model: its text only ever lands in a test's tmp d
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import ThreadingHTTPServer
+
+from local_server import JsonHandler
 
 VERSION = "0.8.5+standin"
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(JsonHandler):
     model = ""
-
-    def _reply(self, status: int, body: dict[str, Any]) -> None:
-        payload = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
 
     def do_GET(self) -> None:
         if self.path == "/health":
-            self._reply(200, {})
+            self.send_json(200, {})
         elif self.path == "/version":
-            self._reply(200, {"version": VERSION})
+            self.send_json(200, {"version": VERSION})
         else:
-            self._reply(404, {"error": {"message": "no such route"}})
+            self.send_json(404, {"error": {"message": "no such route"}})
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+        body = self.read_json({})
         if self.path != "/v1/chat/completions" or body.get("model") != self.model:
-            self._reply(404, {"error": {"message": f"no model {body.get('model')!r} at {self.path}"}})
+            self.send_json(404, {"error": {"message": f"no model {body.get('model')!r} at {self.path}"}})
             return
         prompt = body["messages"][-1]["content"]
         text = f"Answer to: {prompt} (T={body.get('temperature')}, seed={body.get('seed')}, night {os.environ.get('STANDIN_NIGHT', '1')})"
-        self._reply(200, {
+        self.send_json(200, {
             "id": "chatcmpl-standin", "object": "chat.completion", "created": 0, "model": body["model"],
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
         })
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
 
 def main(argv: list[str]) -> None:

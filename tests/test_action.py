@@ -17,14 +17,13 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
 from conftest import DEFAULT_RECORDINGS, REPO, write_recording_set
-from local_server import serve, stop
+from local_server import JsonHandler, serve, stop
 from paper_grid import paper_text_for
 
 from fairness._util.errors import FairnessError
@@ -440,52 +439,39 @@ class FakeGitHub:
         self.head_sha = "a" * 40
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # quiet
-                pass
-
-            def _send(self, code: int, body, headers: dict[str, str] | None = None):
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JsonHandler):
             def _handle(self, method: str):
                 fake.calls.append((method, self.path))
                 fake.auth.add(self.headers.get("Authorization", ""))
                 if method in fake.deny:
-                    return self._send(fake.deny[method], {"message": "Resource not accessible by integration"})
+                    return self.send_json(fake.deny[method], {"message": "Resource not accessible by integration"})
                 url = urlsplit(self.path)
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"null")
+                body = self.read_json()
                 token = self.headers.get("Authorization", "").removeprefix("Bearer ")
                 login = fake.users.get(token, BOT)
                 if method == "GET" and url.path == "/user":
                     if token in fake.users:
-                        return self._send(200, {"login": login})
-                    return self._send(403, {"message": "Resource not accessible by integration"})
+                        return self.send_json(200, {"login": login})
+                    return self.send_json(403, {"message": "Resource not accessible by integration"})
                 if method == "GET" and url.path == "/repos/o/r/pulls/7":
-                    return self._send(200, {"number": 7, "head": {"sha": fake.head_sha}})
+                    return self.send_json(200, {"number": 7, "head": {"sha": fake.head_sha}})
                 if method == "GET" and url.path == "/repos/o/r/issues/7/comments":
                     page = int(parse_qs(url.query).get("page", ["1"])[0])
                     items = fake.comments[(page - 1) * fake.PAGE : page * fake.PAGE]
                     more = len(fake.comments) > page * fake.PAGE
                     link = {"Link": f'<{fake.url}/repos/o/r/issues/7/comments?per_page=100&page={page + 1}>; rel="next"'} if more else {}
-                    return self._send(200, items, link)
+                    return self.send_json(200, items, link)
                 if method == "POST" and url.path == "/repos/o/r/issues/7/comments":
                     fake.comments.append({"id": 100 + len(fake.comments), "body": body["body"], "user": {"login": login}})
-                    return self._send(201, fake.comments[-1])
+                    return self.send_json(201, fake.comments[-1])
                 m = re.match(r"^/repos/o/r/issues/comments/(\d+)$", url.path)
                 if method == "PATCH" and m:
                     c = next(c for c in fake.comments if c["id"] == int(m.group(1)))
                     if (c.get("user") or {}).get("login") != login:
-                        return self._send(403, {"message": "Resource not accessible by integration"})
+                        return self.send_json(403, {"message": "Resource not accessible by integration"})
                     c["body"] = body["body"]
-                    return self._send(200, c)
-                return self._send(404, {"message": "Not Found"})
+                    return self.send_json(200, c)
+                return self.send_json(404, {"message": "Not Found"})
 
             def do_GET(self):
                 self._handle("GET")

@@ -6,13 +6,12 @@ import json
 import socket
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from local_server import serve, stop
+from local_server import JsonHandler, serve, stop
 
 from fairness._util.errors import FairnessError
 from fairness.cli import _main as cli
@@ -62,24 +61,15 @@ class FakeAPI:
         self.lock = threading.Lock()
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+                body = self.read_json()
                 with api.lock:
                     headers = {k.lower(): v for k, v in self.headers.items()}
                     api.requests.append({"path": self.path, "headers": headers, "body": body})
                     reply = api.script.pop(0) if api.script else (api.rule(body) if api.rule else None)
                 status, headers, payload = reply or api.answer(self.path, body)
-                self.send_response(status)
-                headers = {"content-type": "application/json", **headers}
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("content-length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: Any) -> None:
-                pass
+                self.send_json(status, payload, headers)
 
         self.server, self.url = serve(Handler)
 

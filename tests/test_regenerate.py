@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import DEFAULT_RECORDINGS, write_recording_set
-from local_server import serve, stop
+from local_server import JsonHandler, serve, stop
 from standin_vllm import VERSION, Handler
 from test_hosted import SUITE, FakeAPI
 
@@ -228,38 +227,23 @@ class _GitHub:
     """POST /pulls answers 422 (a PR from the branch is open), GET lists it, PATCH updates it."""
 
     def __init__(self) -> None:
-        from http.server import BaseHTTPRequestHandler
 
         self.calls: list[tuple[str, str, dict]] = []
         api = self
 
-        class H(BaseHTTPRequestHandler):
-            def _answer(self, status: int, body: object) -> None:
-                raw = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def _body(self) -> dict:
-                n = int(self.headers.get("content-length", 0))
-                return json.loads(self.rfile.read(n)) if n else {}
-
+        class H(JsonHandler):
             def do_POST(self) -> None:
-                api.calls.append(("POST", self.path, self._body()))
-                self._answer(422, {"message": "Validation Failed"})
+                api.calls.append(("POST", self.path, self.read_json({})))
+                self.send_json(422, {"message": "Validation Failed"})
 
             def do_GET(self) -> None:
                 api.calls.append(("GET", self.path, {}))
-                self._answer(200, [{"number": 3}])
+                self.send_json(200, [{"number": 3}])
 
             def do_PATCH(self) -> None:
-                api.calls.append(("PATCH", self.path, self._body()))
-                self._answer(200, {"number": 3, "html_url": "https://github.example/o/r/pull/3"})
+                api.calls.append(("PATCH", self.path, self.read_json({})))
+                self.send_json(200, {"number": 3, "html_url": "https://github.example/o/r/pull/3"})
 
-            def log_message(self, *args: object) -> None:
-                pass
 
         self.server, self.url = serve(H)
 

@@ -24,13 +24,12 @@ import socket
 import subprocess
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from local_server import serve, stop
+from local_server import JsonHandler, serve, stop
 from runner_standin import _condition, interpolate
 from test_action import parse_output_file
 
@@ -159,19 +158,11 @@ class FakeGitHub:
         self.requests: list[dict[str, Any]] = []
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+                body = self.read_json()
                 api.requests.append({"method": "POST", "path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-                payload = json.dumps({"number": 7, "html_url": "https://github.example/octo/fairness/pull/7"}).encode()
-                self.send_response(201)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: Any) -> None:
-                pass
+                self.send_json(201, {"number": 7, "html_url": "https://github.example/octo/fairness/pull/7"})
 
         self.server, self.url = serve(Handler)
 
