@@ -14,7 +14,7 @@ from fairness.audit._audit import AuditOptions, audit
 from fairness.pipeline._options import RunOptions
 from fairness.pipeline._run import run_audit
 from fairness.pipeline._stream import stream_cells
-from fairness.recordings._store import RecordingSet, ReplayProvider, read_manifest
+from fairness.recordings._store import RecordingSet, ReplayProvider, grid_hash, read_manifest
 from fairness.report._render import results_json
 from fairness.suite._suite import load_suite
 
@@ -45,12 +45,15 @@ def test_chunk_size_does_not_change_the_aggregates():
     suite = load_suite(SUITE)
     manifest = read_manifest(REC)
     lines: list[list[str]] = [[], []]
-    tables = []
+    tables, hashes = [], []
     for k, chunk in enumerate((10_000, 777)):
-        _, table = stream_cells(suite, REC, manifest, OPTS, lambda c, *_, k=k: lines[k].append(len(c)), chunk=chunk)
+        _, table, grid = stream_cells(suite, REC, manifest, OPTS, lambda c, *_, k=k: lines[k].append(len(c)), chunk=chunk)
         tables.append(table)
+        hashes.append(grid)
     a, b = tables
     assert sum(lines[0]) == sum(lines[1]) == 3200 and max(lines[1]) == 777
+    # the grid hash made on the way is the grid's own, however the rows were chunked
+    assert hashes[0] == hashes[1] == grid_hash(suite.expand(), suite.system_prompt) == manifest.grid_hash
     assert np.array_equal(a.n, b.n) and np.array_equal(a.sums, b.sums) and np.array_equal(a.sumsq, b.sumsq)
     assert all(np.array_equal(a.hist[m][1], b.hist[m][1]) for m in a.hist)
 

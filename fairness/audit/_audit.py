@@ -136,9 +136,11 @@ def audit_cells(
     *,
     recordings_path: str = "",
     manifest_sha256: str = "",
+    suite_grid_hash: str | None = None,
 ) -> FairnessRun:
     """The audit from per-cell aggregates (see `fairness.audit._cells`): what `audit` does
-    after scoring, and all a streamed run needs. `design` supplies the level names only."""
+    after scoring, and all a streamed run needs. `design` supplies the level names only;
+    `suite_grid_hash` is the suite's `grid_hash` when the caller has made it already."""
     options = options or AuditOptions()
     mode = options.scorer_mode or suite.scorer.mode
     min_n = options.min_group_size if options.min_group_size is not None else suite.min_group_size
@@ -232,7 +234,7 @@ def audit_cells(
                           f"{', '.join(over)}: the gate cannot decide on empty answers")
     gate = Gate(state=state, exit_code=exit_code(state, options.fail_on), fail_on=options.fail_on, gate_on=options.gate_on, reasons=reasons)
 
-    caveats += _run_caveats(suite, manifest, mode, metric_results, rules)
+    caveats += _run_caveats(suite, manifest, mode, metric_results, rules, suite_grid_hash)
     if any(empty.values()):
         shares = ", ".join(f"{s} {v:.1%}" for s, v in empty.items())
         verdict = (f"{len(over)} slice{'s' if len(over) != 1 else ''} over {MAX_EMPTY_SHARE:.0%}, so the gate is undefined"
@@ -310,7 +312,12 @@ def empty_shares(cells: CellTable, slices: list[str]) -> dict[str, float]:
 
 def empty_flags(recordings: list[Recording]) -> np.ndarray:
     """Which outputs are empty or whitespace only."""
-    return np.fromiter((not (r.output or "").strip() for r in recordings), dtype=bool, count=len(recordings))
+    return empty_outputs([r.output for r in recordings])
+
+
+def empty_outputs(outputs: list[str]) -> np.ndarray:
+    """Which of `outputs` are empty or whitespace only."""
+    return np.fromiter((not (o or "").strip() for o in outputs), dtype=bool, count=len(outputs))
 
 
 def _add_permutation_tests(design: Design, cells: CellTable, specs: list[MetricSpec], results: dict[str, MetricResult], options: AuditOptions) -> None:
@@ -560,13 +567,16 @@ def _stability(rule: DecisionRule, design: Design, cells: CellTable, specs: list
     return Stability(rule=rule.id, families=counts[0], paraphrases=counts[1], regimes=counts[2], by_family=fam, by_paraphrase=par, by_regime=reg, summary=summary)
 
 
-def _run_caveats(suite: Suite, manifest: Manifest, mode: str, results: dict[str, MetricResult], rules: list[DecisionRule]) -> list[Caveat]:
+def _run_caveats(suite: Suite, manifest: Manifest, mode: str, results: dict[str, MetricResult], rules: list[DecisionRule],
+                 grid: str | None = None) -> list[Caveat]:
     out = []
     if not manifest.model.is_audited_model:
         out.append(Caveat(code="test-model", message=f"recordings come from a stand-in test model (`{manifest.model.id}`), not the audited model: {manifest.model.note}"))
     # Staleness is about what the model was asked (prompts, sampling, seeds, system prompt): a change
     # to rules, thresholds or the scorer leaves the recordings valid, and the audit applies the current ones.
-    if manifest.grid_hash != grid_hash(iter_grid(suite, SimpleNamespace), suite.system_prompt):  # streamed, light rows
+    if grid is None:
+        grid = grid_hash(iter_grid(suite, SimpleNamespace), suite.system_prompt)  # streamed, light rows
+    if manifest.grid_hash != grid:
         out.append(Caveat(code="stale-recordings", message="the recordings were made for another grid of this suite (grid hash differs); every replayed row matches its prompt, sampling and seed, but the recorded grid held other rows"))
     if not manifest.complete:
         out.append(Caveat(code="incomplete-recordings", message=f"the recording set is marked incomplete ({manifest.rows}/{manifest.expected_rows} rows)"))

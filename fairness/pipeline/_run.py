@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import operator
 import os
 import re
 import sys
@@ -71,35 +72,51 @@ def _score_column(column: np.ndarray) -> tuple[str, list]:
 
 def transcripts_jsonl(run_cases: Sequence[Case], recordings: Sequence[Recording], scores: ScoreTable) -> str:
     """One line per grid row: its coordinates, prompt, recorded output and scores (`scores` in grid order)."""
-    return transcript_lines(run_cases, join_rows(run_cases, recordings), scores)
+    recs = join_rows(run_cases, recordings)
+    return "".join(transcript_lines(run_cases, [r.output for r in recs], [r.finish_reason for r in recs], scores)) or "\n"
 
 
-def transcript_lines(run_cases: Sequence[Any], recordings: Sequence[Any], scores: ScoreTable) -> str:
-    """`transcripts_jsonl` for records already joined to their rows (`recordings[i]` answers
-    `run_cases[i]`), as the streamed replay has them.
+_FINISH = {r: _encode_str(r) for r in ("stop", "length")}
+"""The JSON of each finish reason a record can hold."""
+
+
+def transcript_lines(run_cases: Sequence[Any], outputs: Sequence[str], finish_reasons: Sequence[str],
+                     scores: ScoreTable) -> list[str]:
+    """`transcripts_jsonl`'s lines (each ending in a newline) for rows already joined to their
+    records (`outputs[i]` answers `run_cases[i]`), as the streamed replay has them.
 
     Each line is the JSON of `{row_id, family, paraphrase_id, placeholders, slice, slice_id, regime,
     seed, prompt, output, finish_reason, scores}` (`json.dumps(..., ensure_ascii=False)`), made by
     one `%` format per row: the part shared by a prompt's rows (coordinates and prompt) is encoded
-    into the format once for each run of consecutive rows sharing it, and the scores fill it as numbers."""
+    into the format once for each run of consecutive rows sharing it (the very same objects, as
+    a grid's rows of one prompt hold, skip even the comparison), and the scores fill it as numbers."""
     enc = _encode_str
     convs, columns = zip(*map(_score_column, scores.columns.values()), strict=True) if scores.columns else ((), ())
-    score_fmt = "{" + ", ".join(f"{enc(k).replace('%', '%%')}: {c}" for k, c in zip(scores.columns, convs, strict=True)) + "}}"
+    score_fmt = "{" + ", ".join(f"{enc(k).replace('%', '%%')}: {c}" for k, c in zip(scores.columns, convs, strict=True)) + "}}\n"
+    finish = _FINISH
     lines = []
     shared: tuple = ()
     fmt = ""
-    for case, rec, values in zip(run_cases, recordings, zip(*columns, strict=True), strict=True):
+    for case, output, reason, values in zip(run_cases, outputs, finish_reasons, zip(*columns, strict=True), strict=True):
         key = (case.family, case.paraphrase_id, case.placeholders, case.slice, case.slice_id, case.regime, case.prompt)
-        if key != shared or not (_same_order(key[2], shared[2]) and _same_order(key[3], shared[3])):
-            shared = key
+        if not (len(key) == len(shared) and all(map(operator.is_, key, shared))) and (
+                key != shared or not (_same_order(key[2], shared[2]) and _same_order(key[3], shared[3]))):
             part = _TRANSCRIPT.encode({
                 "family": case.family, "paraphrase_id": case.paraphrase_id, "placeholders": case.placeholders,
                 "slice": case.slice, "slice_id": case.slice_id, "regime": case.regime,
             })
             fmt = ('{"row_id": %s, ' + part[1:-1].replace("%", "%%") + ', "seed": %d, "prompt": '
                    + enc(case.prompt).replace("%", "%%") + ', "output": %s, "finish_reason": %s, "scores": ' + score_fmt)
-        lines.append(fmt % (enc(case.row_id), case.seed, enc(rec.output), enc(rec.finish_reason), *values))
-    return "\n".join(lines) + "\n"
+        shared = key
+        lines.append(fmt % (enc(case.row_id), case.seed, enc(output), finish.get(reason) or enc(reason), *values))
+    return lines
+
+
+def write_lines(fh: TextIO, lines: list[str], batch: int = 256) -> None:
+    """Write `lines` a few hundred at a time: joining a chunk's megabytes into one string costs
+    more in fresh pages than the write itself."""
+    for i in range(0, len(lines), batch):
+        fh.write("".join(lines[i : i + batch]))
 
 
 def _same_order(a: dict, b: dict) -> bool:
@@ -159,11 +176,12 @@ def _audit_rows(suite: Suite, options: RunOptions, transcripts: TextIO) -> tuple
             verify_files(rdir, manifest.files)
             sha = sha256_file(rdir / MANIFEST)
             with contextlib.suppress(NotStreamable):
-                design, cells = stream_cells(
+                design, cells, grid = stream_cells(
                     suite, rdir, manifest, options.audit,
-                    lambda cases, recs, scores: transcripts.write(transcript_lines(cases, recs, scores)),
+                    lambda cases, outputs, reasons, scores: write_lines(transcripts, transcript_lines(cases, outputs, reasons, scores)),
                 )
-                return audit_cells(suite, design, cells, manifest, options.audit, recordings_path=shown, manifest_sha256=sha), None
+                return audit_cells(suite, design, cells, manifest, options.audit, recordings_path=shown, manifest_sha256=sha,
+                                   suite_grid_hash=grid), None
             transcripts.seek(0)
             transcripts.truncate()
     rs = RecordingSet(rdir)

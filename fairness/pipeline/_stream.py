@@ -19,10 +19,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from fairness.audit._audit import AuditOptions, empty_flags, histogram_metrics, placeholder_columns, slice_order_of
+from fairness.audit._audit import AuditOptions, empty_outputs, histogram_metrics, placeholder_columns, slice_order_of
 from fairness.audit._cells import CellAccumulator, CellTable
 from fairness.audit._metrics import Design, metric_matrix
-from fairness.recordings._store import ContentKeys, Manifest, iter_record_fields
+from fairness.recordings._store import ContentKeys, GridHash, Manifest, iter_record_blocks
 from fairness.score._catalog import METRICS
 from fairness.score._rubric import ScoreTable, score_texts
 from fairness.suite._suite import Suite, distinct_row_ids, iter_grid
@@ -34,10 +34,11 @@ class NotStreamable(Exception):
     """The records are not the grid's rows in grid order; replay in memory instead."""
 
 
-def _records(directory: Path, manifest: Manifest) -> Iterator[Any]:
-    """The records as light rows with `Recording`'s fields, validated as `Recording` validates them."""
-    for f in manifest.files:
-        yield from iter_record_fields(directory / f.path)
+def _records(directory: Path, manifest: Manifest) -> Iterator[dict[str, Any]]:
+    """The records as dicts of `Recording`'s fields, validated as `Recording` validates them."""
+    return itertools.chain.from_iterable(
+        block for f in manifest.files for block in iter_record_blocks(directory / f.path)
+    )
 
 
 def stream_cells(
@@ -45,11 +46,13 @@ def stream_cells(
     directory: Path,
     manifest: Manifest,
     options: AuditOptions,
-    on_chunk: Callable[[list[Any], list[Any], ScoreTable], object],
+    on_chunk: Callable[[list[Any], list[str], list[str], ScoreTable], object],
     chunk: int = CHUNK,
-) -> tuple[Design, CellTable]:
-    """Score the recorded rows of `suite`'s grid chunk by chunk; return the design levels and
-    the per-cell table. The manifest must already be read and its files verified."""
+) -> tuple[Design, CellTable, str]:
+    """Score the recorded rows of `suite`'s grid chunk by chunk; return the design levels, the
+    per-cell table and the grid's hash (`grid_hash`, made on the way: the grid is walked once).
+    `on_chunk` gets each chunk's rows, outputs, finish reasons and scores. The manifest must
+    already be read and its files verified."""
     if manifest.suite != suite.name or manifest.system_prompt != suite.system_prompt:
         raise NotStreamable  # the in-memory replay words these errors
     distinct_row_ids(suite)
@@ -59,20 +62,19 @@ def stream_cells(
     records = _records(directory, manifest)
     cases = iter_grid(suite, SimpleNamespace)  # light rows with `Case`'s fields; none outlives its chunk
     key_of = ContentKeys(manifest.model.id, manifest.system_prompt)
-    while True:
-        block: list[Any] = list(itertools.islice(cases, chunk))
-        if not block:
-            break
+    grid = GridHash()
+    while block := list(itertools.islice(cases, chunk)):
         recs = []
-        for case in block:
+        for case in block:  # row by row: an out-of-order row stops the stream before a later bad line raises
             rec = next(records, None)
-            if (rec is None or rec.row_id != case.row_id
-                    or rec.key != key_of(case.prompt, case.params, case.seed)):
+            if rec is None or rec["row_id"] != case.row_id or rec["key"] != key_of(case.prompt, case.params, case.seed):
                 raise NotStreamable
             recs.append(rec)
-        scores = score_texts([r.output for r in recs], mode)
-        acc.add(block, metric_matrix(scores, specs), empty_flags(recs))
-        on_chunk(block, recs, scores)
+        grid.update(block)
+        outputs = [r["output"] for r in recs]
+        scores = score_texts(outputs, mode)
+        acc.add(block, metric_matrix(scores, specs), empty_outputs(outputs))
+        on_chunk(block, outputs, [r["finish_reason"] for r in recs], scores)
     if acc.n_rows == 0 or next(records, None) is not None:
         raise NotStreamable
-    return acc.finish()
+    return (*acc.finish(), grid.hexdigest(suite.system_prompt))

@@ -16,6 +16,7 @@ import difflib
 import functools
 import gzip
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -23,7 +24,6 @@ import tempfile
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, TextIO
 
 from pydantic import Field, ValidationError
@@ -92,30 +92,47 @@ def grid_hash(cases: Iterable[Any], system_prompt: str) -> str:
     The sha256 of the canonical JSON of `{"system_prompt", "rows": [[row_id, prompt, params,
     seed], …]}`, fed to the hash row by row (sorted keys: `rows` first), so a streamed grid
     is hashed without holding its rows. `cases` are `Case`s or light rows with their fields
-    (`iter_grid`); a prompt's rows are consecutive, so its JSON is made once.
+    (`iter_grid`).
     """
-    h = hashlib.sha256(b'{"rows":[')
-    sep = ""
-    rows: list[str] = []  # fed to the hash a few thousand rows at a time: one encode and update per batch
-    last_prompt, prompt_json = None, ""
-    last_params, params_json = None, ""
-    seed_json: dict[tuple[type, int], str] = {}
-    for c in cases:
-        if c.prompt != last_prompt:  # a prompt's rows are consecutive: encode it once
-            last_prompt, prompt_json = c.prompt, canonical_json(c.prompt)
-        if c.params is not last_params:
-            last_params, params_json = c.params, _params_json(c.params)
-        if (sj := seed_json.get((type(c.seed), c.seed))) is None:
-            sj = seed_json[(type(c.seed), c.seed)] = canonical_json(c.seed)
-        rows.append("[" + canonical_json(c.row_id) + "," + prompt_json + "," + params_json + "," + sj + "]")
-        if len(rows) == 4096:
-            h.update((sep + ",".join(rows)).encode("utf-8"))
-            sep = ","
-            rows.clear()
-    if rows:
-        h.update((sep + ",".join(rows)).encode("utf-8"))
-    h.update(('],"system_prompt":' + canonical_json(system_prompt) + "}").encode("utf-8"))
-    return h.hexdigest()
+    h, rows = GridHash(), iter(cases)
+    while block := list(itertools.islice(rows, 4096)):
+        h.update(block)
+    return h.hexdigest(system_prompt)
+
+
+class GridHash:
+    """`grid_hash` fed a block of rows at a time, so a streamed replay hashes the grid as it
+    walks it instead of walking it twice. A prompt's rows are consecutive: its JSON is made once."""
+
+    def __init__(self) -> None:
+        self._h = hashlib.sha256(b'{"rows":[')
+        self._sep = ""
+        self._prompt: tuple[Any, str] = (None, "")
+        self._params: tuple[Any, str] = (None, "")
+        self._seeds: dict[tuple[type, int], str] = {}
+
+    def update(self, cases: Iterable[Any]) -> None:
+        """Add the next rows (one encode and hash update per call)."""
+        (last_prompt, prompt_json), (last_params, params_json) = self._prompt, self._params
+        seed_json = self._seeds
+        rows = []
+        for c in cases:
+            if c.prompt != last_prompt:
+                last_prompt, prompt_json = c.prompt, canonical_json(c.prompt)
+            if c.params is not last_params:
+                last_params, params_json = c.params, _params_json(c.params)
+            if (sj := seed_json.get((type(c.seed), c.seed))) is None:
+                sj = seed_json[(type(c.seed), c.seed)] = canonical_json(c.seed)
+            rows.append("[" + canonical_json(c.row_id) + "," + prompt_json + "," + params_json + "," + sj + "]")
+        self._prompt, self._params = (last_prompt, prompt_json), (last_params, params_json)
+        if rows:
+            self._h.update((self._sep + ",".join(rows)).encode("utf-8"))
+            self._sep = ","
+
+    def hexdigest(self, system_prompt: str) -> str:
+        h = self._h.copy()
+        h.update(('],"system_prompt":' + canonical_json(system_prompt) + "}").encode("utf-8"))
+        return h.hexdigest()
 
 
 class DataFile(Strict):
@@ -275,35 +292,54 @@ def record_line(rec: Recording) -> str:
     return json.dumps(rec.model_dump(mode="json"), sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
-def _iter_lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
-    """(line number, byte offset, raw line) of a data file, gzip or plain, size-capped.
+def _iter_line_blocks(path: Path, size: int) -> Iterator[tuple[int, int, list[bytes]]]:
+    """(first line number, byte offset of the first line, up to `size` raw lines) of a data
+    file, gzip or plain, size-capped.
 
-    Corrupt compression and over-size files are a `FairnessError`, never a traceback."""
+    Corrupt compression and over-size files are a `FairnessError`, never a traceback, raised
+    only after the lines read before the fault are yielded (as a line-by-line reader would)."""
+    lines: list[bytes] = []
+    lineno, offset = 1, 0  # of lines[0]
+    end = 0
+    error: FairnessError | None = None
     try:
         if not path.is_file():
             raise FairnessError(f"data file `{path}` is missing or not a file")
         with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as fh:
-            offset = 0
-            for lineno, line in enumerate(fh, start=1):
-                if offset + len(line) > MAX_RECORDS_BYTES:
+            for line in fh:
+                end += len(line)
+                if end > MAX_RECORDS_BYTES:
                     raise FairnessError(f"data file `{path}` is over the {MAX_RECORDS_BYTES:,}-byte limit")
-                yield lineno, offset, line
-                offset += len(line)
+                lines.append(line)
+                if len(lines) == size:
+                    yield lineno, offset, lines
+                    lineno, offset, lines = lineno + size, end, []
+    except FairnessError as exc:
+        error = exc
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise FairnessError(f"data file `{path}` is not a valid gzip file (truncated or corrupt): {exc}") from None
+        error = FairnessError(f"data file `{path}` is not a valid gzip file (truncated or corrupt): {exc}")
     except OSError as exc:
-        raise FairnessError(f"cannot read data file `{path}`: {exc.strerror or exc}") from None
+        error = FairnessError(f"cannot read data file `{path}`: {exc.strerror or exc}")
+    if lines:
+        yield lineno, offset, lines
+    if error is not None:
+        raise error from None
+
+
+def _parse_record(path: Path, lineno: int, offset: int, raw: bytes) -> Recording | None:
+    """One raw line as `iter_records` reads it (None for a blank line); a bad line is its one-line error."""
+    line = decode_utf8(raw, f"data file `{path}`", base_offset=offset)
+    if not line.strip():
+        return None
+    try:
+        return Recording.model_validate_json(line)
+    except ValidationError as err:
+        raise FairnessError(validation_message(err, f"`{path}` line {lineno}", Recording)) from None
 
 
 def iter_records(path: Path) -> Iterator[Recording]:
-    for lineno, offset, raw in _iter_lines(path):
-        line = decode_utf8(raw, f"data file `{path}`", base_offset=offset)
-        if not line.strip():
-            continue
-        try:
-            yield Recording.model_validate_json(line)
-        except ValidationError as err:
-            raise FairnessError(validation_message(err, f"`{path}` line {lineno}", Recording)) from None
+    for lineno, offset, lines in _iter_line_blocks(path, 1024):
+        yield from _parse_block(path, lineno, offset, lines)
 
 
 @functools.cache
@@ -316,27 +352,53 @@ def _record_fields() -> SchemaValidator | None:
     return SchemaValidator(schema["schema"], schema.get("config"))
 
 
-def iter_record_fields(path: Path) -> Iterator[Any]:
-    """`iter_records` as light rows (attribute access to the same fields and values), for a
-    streamed replay that keeps no record: each line passes the very validators `Recording`
-    applies, without building a frozen model per row (a third of the validation CPU). A line
-    they refuse gets `iter_records`' error."""
+RECORD_BLOCK = 1024
+"""Lines read per block."""
+
+
+def iter_record_blocks(path: Path, size: int = RECORD_BLOCK) -> Iterator[list[dict[str, Any]]]:
+    """`iter_records` as blocks of field dicts (`Recording`'s fields and values, blank lines
+    skipped), for a streamed replay that keeps no record: each line passes the very validators
+    `Recording` applies, straight from its bytes (UTF-8 checked first), without a frozen model
+    per row. A line they refuse is read again as `iter_records` reads it, which skips it when
+    blank and otherwise words its error, raised after the records before it are yielded: a
+    reader that stops early (a replay that finds the records out of grid order) never sees it."""
     fields = _record_fields()
-    if fields is None:
-        yield from iter_records(path)
-        return
-    for lineno, offset, raw in _iter_lines(path):
-        line = decode_utf8(raw, f"data file `{path}`", base_offset=offset)
-        if not line.strip():
-            continue
+    validate = fields.validate_json if fields is not None else None
+    for lineno, offset, lines in _iter_line_blocks(path, size):
+        block: list[dict[str, Any]] = []
         try:
-            yield SimpleNamespace(**fields.validate_json(line)[0])
-        except ValidationError:
-            try:
-                Recording.model_validate_json(line)
-            except ValidationError as err:
-                raise FairnessError(validation_message(err, f"`{path}` line {lineno}", Recording)) from None
-            raise  # the fields refuse what the model accepts: never expected
+            for i, raw in enumerate(lines):
+                if validate is not None:
+                    try:
+                        if raw.isascii() or _is_utf8(raw):
+                            block.append(validate(raw)[0])
+                            continue
+                    except ValidationError:
+                        pass
+                rec = _parse_record(path, lineno + i, offset + sum(map(len, lines[:i])), raw)
+                if rec is not None:
+                    block.append(dict(rec))
+        except FairnessError:
+            yield block
+            raise
+        yield block
+
+
+def _parse_block(path: Path, lineno: int, offset: int, lines: list[bytes]) -> Iterator[Recording]:
+    """`iter_records` over raw lines that start at line `lineno`, byte `offset`."""
+    for i, raw in enumerate(lines):
+        if (rec := _parse_record(path, lineno + i, offset, raw)) is not None:
+            yield rec
+        offset += len(raw)
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def verify_files(directory: Path, files: Iterable[DataFile]) -> None:
@@ -595,6 +657,7 @@ def merge_recordings(sources: list[Path], out: Path, cases: list[Case], *, allow
 
 
 __all__ = [
+    "GridHash",
     "Manifest",
     "RecordWriter",
     "RecordingSet",
