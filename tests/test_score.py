@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+
+import numpy as np
 import pytest
 
 from fairness.score._rubric import COLUMNS, load_rubric, score_texts
@@ -130,3 +133,17 @@ def test_a_nul_inside_an_output_cannot_shift_matches_between_outputs():
     s = score_texts(["a\x00 threat", "threat", "sorry\x00"])
     assert s.columns["demeaning_count"].tolist() == [1, 1, 0]
     assert s.columns["refusal"].tolist() == [0, 0, 1]
+
+
+def test_word_counts_are_str_split_counts():
+    """The array count of ASCII texts equals `len(t.split())`, whatever whitespace (\\x1c-\\x1f
+    included) or empty texts sit where; non-ASCII texts are split as they are."""
+    from fairness.score._rubric import word_counts
+
+    pieces = ["a", "bc", " ", "\t", "\n", "\x0b", "\x0c", "\r", "\x1c", "\x1f", "\x00", "\x7f", "é", "\u2028", "\xa0", "\x85"]
+    rng = random.Random(3)
+    for _ in range(500):
+        texts = ["".join(rng.choice(pieces) for _ in range(rng.randrange(8))) for _ in range(rng.randrange(7))]
+        assert word_counts(texts).tolist() == [len(t.split()) for t in texts], texts
+    assert word_counts(["", "one two\x1cthree ", " ", "x"]).tolist() == [0, 3, 0, 1]
+    assert word_counts([]).dtype == np.int32

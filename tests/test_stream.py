@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import shutil
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from fairness._util.canonical import sha256_file
+from fairness._util.errors import FairnessError
 from fairness.audit._audit import AuditOptions, audit
 from fairness.pipeline._options import RunOptions
 from fairness.pipeline._run import run_audit
 from fairness.pipeline._stream import stream_cells
-from fairness.recordings._store import RecordingSet, ReplayProvider, grid_hash, read_manifest
+from fairness.recordings import _store
+from fairness.recordings._store import (
+    RecordingSet,
+    ReplayProvider,
+    grid_hash,
+    iter_record_blocks,
+    iter_records,
+    read_manifest,
+)
 from fairness.report._render import results_json
 from fairness.suite._suite import load_suite
 
@@ -98,3 +110,77 @@ def test_content_keys_equal_content_key():
     cases = suite.expand()
     for case in [*cases[:12], cases[40], cases[3], cases[3]]:
         assert keys(case.prompt, case.params, case.seed) == content_key("m", "sys", case.prompt, case.params, case.seed)
+
+
+def _record_lines() -> list[str]:
+    return (REC / "records.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+
+
+def _blocks(path: Path) -> Iterator[dict]:
+    return (fields for block in iter_record_blocks(path) for fields in block)
+
+
+def _read(reader: Callable[[Path], Iterable], path: Path) -> tuple[list, str]:
+    """What a reader yields before it stops, and its error."""
+    got: list = []
+    with pytest.raises(FairnessError) as err:
+        got.extend(reader(path))  # keeps what came before the error
+    return got, str(err.value)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_record_blocks_are_iter_records(tmp_path, gz):
+    """Blocks of field dicts hold exactly `iter_records`' records: blank lines (`str.strip`'s blanks,
+    \\x1c included) skipped, non-ASCII text kept, across several blocks."""
+    lines = _record_lines()[:2500]
+    lines[5] = "\n"
+    lines[1500] = "  \x1c\n"
+    lines[7] = lines[7].replace('"output":"', '"output":"caf\u00e9 \u2019 ')
+    path = tmp_path / ("records.jsonl.gz" if gz else "records.jsonl")
+    data = "".join(lines).encode("utf-8")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    want = [dict(r) for r in iter_records(path)]
+    assert len(want) == 2498 and want[6]["output"].startswith("caf\u00e9 \u2019 ")
+    assert list(_blocks(path)) == want
+
+
+@pytest.mark.parametrize("bad", [
+    lambda line: line.replace('"seed":', '"seed_":'),  # a record the validators refuse
+    lambda line: line.replace('"output":"', '"output":"\udcff'),  # bytes that are not UTF-8
+])
+def test_a_bad_line_in_a_later_block_is_iter_records_error(tmp_path, bad):
+    lines = _record_lines()[:2000]
+    lines[1800] = bad(lines[1800])
+    path = tmp_path / "records.jsonl"
+    path.write_bytes("".join(lines).encode("utf-8", "surrogateescape"))
+    blocks, blocks_error = _read(_blocks, path)
+    records, records_error = _read(iter_records, path)
+    assert blocks_error == records_error and (" line 1801" in blocks_error or "byte offset" in blocks_error)
+    assert blocks == [dict(r) for r in records] and len(blocks) == 1800
+
+
+def test_over_the_size_limit_after_the_lines_within_it(tmp_path, monkeypatch):
+    lines = _record_lines()[:1500]
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(lines), encoding="utf-8")
+    monkeypatch.setattr(_store, "MAX_RECORDS_BYTES", sum(len(x.encode()) for x in lines[:1200]) + 5)
+    blocks, blocks_error = _read(_blocks, path)
+    records, records_error = _read(iter_records, path)
+    assert blocks_error == records_error and "byte limit" in blocks_error
+    assert len(blocks) == len(records) == 1200
+
+
+def test_an_out_of_order_row_falls_back_before_a_later_bad_line(tmp_path):
+    """Row 3 records row 1 again: the stream stops there and the in-memory replay names the
+    duplicate, as it did row by row, though the block read ahead holds a bad last line."""
+    rec = tmp_path / "rec"
+    shutil.copytree(REC, rec)
+    lines = _record_lines()
+    lines[2] = lines[0]
+    lines[-1] = lines[-1].replace('"seed":', '"seed_":')
+    (rec / "records.jsonl").write_text("".join(lines), encoding="utf-8")
+    manifest = json.loads((rec / "manifest.json").read_text(encoding="utf-8"))
+    manifest["files"][0]["sha256"] = sha256_file(rec / "records.jsonl")
+    (rec / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    with pytest.raises(FairnessError, match="twice"):
+        run_audit(RunOptions(suite=SUITE, recordings=rec, out=tmp_path / "out", audit=OPTS))

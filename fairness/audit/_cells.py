@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -240,31 +241,44 @@ class CellAccumulator:
         return code
 
     def add(self, cases: Sequence[Case], Y: np.ndarray, empty: np.ndarray | None = None) -> None:
+        """Fold a chunk in. A grid's consecutive rows share their coordinate objects (family,
+        paraphrase, placeholders, regime): while they are the very same, so is the cell."""
         n = len(cases)
-        cluster = np.empty(n, dtype=np.int64)
-        slice_codes = np.empty(n, dtype=np.int64)
-        seed_codes = np.empty(n, dtype=np.int64)
-        lv = self._levels
-        for i, c in enumerate(cases):
-            key = (c.family, c.paraphrase_id, tuple(sorted(c.placeholders.items())), c.regime)
-            cell = self._cells.get(key)
-            if cell is None:
-                cell = self._cells[key] = len(self._cells)
-                codes = {"family": self._code(lv["family"], c.family), "regime": self._code(lv["regime"], c.regime),
-                         "paraphrase": self._code(lv["paraphrase"], f"{c.family}.{c.paraphrase_id}")}
-                for ph, col in self.columns.items():
-                    codes[col] = self._code(lv[col], c.placeholders[ph])
-                if cell >= self.table.n_cells:
-                    self.table.grow(max(2 * self.table.n_cells, 64), 0)
-                for name, code in codes.items():
-                    self.table.cell_codes[name][cell] = code
-            cluster[i] = cell
-            slice_codes[i] = self._slice_code[c.slice_id]
-            seed_codes[i] = self._code(lv["seed"], str(c.seed))
+        cluster, slice_codes, seed_codes = [], [], []
+        lv, slice_code, seeds = self._levels, self._slice_code, self._levels["seed"]
+        cell = -1
+        last: tuple[Any, ...] = (None, None, None, None)
+        for c in cases:
+            if not (c.family is last[0] and c.paraphrase_id is last[1] and c.placeholders is last[2] and c.regime is last[3]):
+                last = (c.family, c.paraphrase_id, c.placeholders, c.regime)
+                cell = self._cell(c)
+            cluster.append(cell)
+            slice_codes.append(slice_code[c.slice_id])
+            seed = str(c.seed)
+            code = seeds.get(seed)
+            seed_codes.append(self._code(seeds, seed) if code is None else code)
         if len(lv["seed"]) > len(self.table.seed_n):
             self.table.grow(0, max(2 * len(self.table.seed_n), len(lv["seed"])))
-        self.table.add(cluster, slice_codes, seed_codes, Y, empty)
+        self.table.add(np.array(cluster, dtype=np.int64), np.array(slice_codes, dtype=np.int64),
+                       np.array(seed_codes, dtype=np.int64), Y, empty)
         self.n_rows += n
+
+    def _cell(self, c: Case) -> int:
+        """The cell of row `c` (a new one, its factor levels coded, on first sight)."""
+        key = (c.family, c.paraphrase_id, tuple(sorted(c.placeholders.items())), c.regime)
+        cell = self._cells.get(key)
+        if cell is None:
+            lv = self._levels
+            cell = self._cells[key] = len(self._cells)
+            codes = {"family": self._code(lv["family"], c.family), "regime": self._code(lv["regime"], c.regime),
+                     "paraphrase": self._code(lv["paraphrase"], f"{c.family}.{c.paraphrase_id}")}
+            for ph, col in self.columns.items():
+                codes[col] = self._code(lv[col], c.placeholders[ph])
+            if cell >= self.table.n_cells:
+                self.table.grow(max(2 * self.table.n_cells, 64), 0)
+            for name, code in codes.items():
+                self.table.cell_codes[name][cell] = code
+        return cell
 
     def finish(self) -> tuple[Design, CellTable]:
         """The design (levels, no per-row arrays: `design.n` is 0) and the trimmed table."""

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from fairness._util.errors import FairnessError
 from fairness.audit._audit import AuditOptions, empty_outputs, histogram_metrics, placeholder_columns, slice_order_of
 from fairness.audit._cells import CellAccumulator, CellTable
 from fairness.audit._metrics import Design, metric_matrix
@@ -34,11 +35,32 @@ class NotStreamable(Exception):
     """The records are not the grid's rows in grid order; replay in memory instead."""
 
 
-def _records(directory: Path, manifest: Manifest) -> Iterator[dict[str, Any]]:
-    """The records as dicts of `Recording`'s fields, validated as `Recording` validates them."""
-    return itertools.chain.from_iterable(
-        block for f in manifest.files for block in iter_record_blocks(directory / f.path)
-    )
+class _Records:
+    """The records of a set's data files, taken a grid chunk at a time from blocks of field dicts."""
+
+    def __init__(self, directory: Path, manifest: Manifest) -> None:
+        self._blocks = (block for f in manifest.files for block in iter_record_blocks(directory / f.path))
+        self._pending: list[dict[str, Any]] = []
+
+    def take(self, n: int) -> tuple[list[dict[str, Any]], FairnessError | None]:
+        """The next `n` records (fewer where the files end) and the error of a bad line met
+        before `n` were read (raised by the caller only if the records before it are in order)."""
+        recs, error = self._pending, None
+        while len(recs) < n:
+            try:
+                block = next(self._blocks, None)
+            except FairnessError as exc:
+                error = exc
+                break
+            if block is None:
+                break
+            recs += block
+        self._pending = recs[n:]
+        return recs[:n], error
+
+    def more(self) -> bool:
+        """Whether any record is left (a bad line left raises its error)."""
+        return bool(self._pending) or any(self._blocks)
 
 
 def stream_cells(
@@ -59,22 +81,25 @@ def stream_cells(
     specs = list(METRICS.values())
     mode = options.scorer_mode or suite.scorer.mode
     acc = CellAccumulator(slice_order_of(suite), placeholder_columns(suite), len(specs), histogram_metrics(options))
-    records = _records(directory, manifest)
-    cases = iter_grid(suite, SimpleNamespace)  # light rows with `Case`'s fields; none outlives its chunk
+    records = _Records(directory, manifest)
+    cases: Iterator[Any] = iter_grid(suite, SimpleNamespace)  # light rows with `Case`'s fields; none outlives its chunk
     key_of = ContentKeys(manifest.model.id, manifest.system_prompt)
     grid = GridHash()
     while block := list(itertools.islice(cases, chunk)):
-        recs = []
-        for case in block:  # row by row: an out-of-order row stops the stream before a later bad line raises
-            rec = next(records, None)
-            if rec is None or rec["row_id"] != case.row_id or rec["key"] != key_of(case.prompt, case.params, case.seed):
-                raise NotStreamable
-            recs.append(rec)
+        recs, error = records.take(len(block))
+        rows = block[: len(recs)]
+        if ([r["row_id"] for r in recs] != [c.row_id for c in rows]
+                or [r["key"] for r in recs] != [key_of(c.prompt, c.params, c.seed) for c in rows]):
+            raise NotStreamable  # an out-of-order row stops the stream before a later bad line raises
+        if error is not None:
+            raise error
+        if len(recs) < len(block):
+            raise NotStreamable
         grid.update(block)
         outputs = [r["output"] for r in recs]
         scores = score_texts(outputs, mode)
         acc.add(block, metric_matrix(scores, specs), empty_outputs(outputs))
         on_chunk(block, outputs, [r["finish_reason"] for r in recs], scores)
-    if acc.n_rows == 0 or next(records, None) is not None:
+    if acc.n_rows == 0 or records.more():
         raise NotStreamable
     return (*acc.finish(), grid.hexdigest(suite.system_prompt))

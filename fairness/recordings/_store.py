@@ -11,6 +11,7 @@ reproduces the data file byte for byte; only the manifest carries dates.
 
 from __future__ import annotations
 
+import bisect
 import datetime as _dt
 import difflib
 import functools
@@ -293,37 +294,52 @@ def record_line(rec: Recording) -> str:
 
 
 def _iter_line_blocks(path: Path, size: int) -> Iterator[tuple[int, int, list[bytes]]]:
-    """(first line number, byte offset of the first line, up to `size` raw lines) of a data
-    file, gzip or plain, size-capped.
+    """(first line number, byte offset of the first line, a block of about `size` raw lines)
+    of a data file, gzip or plain, size-capped.
 
     Corrupt compression and over-size files are a `FairnessError`, never a traceback, raised
     only after the lines read before the fault are yielded (as a line-by-line reader would)."""
+    lineno, offset = 1, 0  # of the block's first line
+    for block, read_error in _raw_blocks(path, size):
+        lines, error, length = block, read_error, sum(map(len, block))
+        if offset + length > MAX_RECORDS_BYTES:  # the lines that end within the limit, then the refusal
+            ends = list(itertools.accumulate(map(len, lines), initial=offset))[1:]
+            lines = lines[: bisect.bisect_right(ends, MAX_RECORDS_BYTES)]
+            error = FairnessError(f"data file `{path}` is over the {MAX_RECORDS_BYTES:,}-byte limit")
+        if lines:
+            yield lineno, offset, lines
+        if error is not None:
+            raise error
+        lineno, offset = lineno + len(lines), offset + length
+
+
+def _raw_blocks(path: Path, size: int) -> Iterator[tuple[list[bytes], FairnessError | None]]:
+    """Blocks of raw lines, each with the read error that ended the file there (the last only)."""
     lines: list[bytes] = []
-    lineno, offset = 1, 0  # of lines[0]
-    end = 0
-    error: FairnessError | None = None
     try:
         if not path.is_file():
             raise FairnessError(f"data file `{path}` is missing or not a file")
-        with gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb") as fh:
-            for line in fh:
-                end += len(line)
-                if end > MAX_RECORDS_BYTES:
-                    raise FairnessError(f"data file `{path}` is over the {MAX_RECORDS_BYTES:,}-byte limit")
+        if path.suffix != ".gz":
+            with open(path, "rb") as fh:
+                while block := fh.readlines(size * 1024):  # in C; a size hint in bytes
+                    yield block, None
+            return
+        with gzip.open(path, "rb") as fh:
+            for line in fh:  # line by line: the lines before a corrupt stretch are kept
                 lines.append(line)
                 if len(lines) == size:
-                    yield lineno, offset, lines
-                    lineno, offset, lines = lineno + size, end, []
+                    yield lines, None
+                    lines = []
     except FairnessError as exc:
-        error = exc
+        yield [], exc
+        return
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        error = FairnessError(f"data file `{path}` is not a valid gzip file (truncated or corrupt): {exc}")
+        yield lines, FairnessError(f"data file `{path}` is not a valid gzip file (truncated or corrupt): {exc}")
+        return
     except OSError as exc:
-        error = FairnessError(f"cannot read data file `{path}`: {exc.strerror or exc}")
-    if lines:
-        yield lineno, offset, lines
-    if error is not None:
-        raise error from None
+        yield lines, FairnessError(f"cannot read data file `{path}`: {exc.strerror or exc}")
+        return
+    yield lines, None
 
 
 def _parse_record(path: Path, lineno: int, offset: int, raw: bytes) -> Recording | None:

@@ -318,6 +318,30 @@ def _flags_from_candidates(lowered: Sequence[str], candidates: set[int], pattern
     return flags
 
 
+def word_counts(texts: Sequence[str]) -> np.ndarray:
+    """`len(t.split())` of each text, as int32.
+
+    The ASCII texts (nearly all) are joined by spaces and counted as arrays: a word starts
+    wherever a non-space byte follows a space byte (the bytes `str.split` splits ASCII text
+    on), and each text's starts are summed with one `reduceat`. The others are split in Python.
+    """
+    counts = np.zeros(len(texts), dtype=np.int32)
+    plain = np.fromiter(map(str.isascii, texts), dtype=bool, count=len(texts))
+    ascii_texts = list(itertools.compress(texts, plain.tolist()))
+    if ascii_texts:
+        a = np.frombuffer(" ".join(["", *ascii_texts, ""]).encode("ascii"), dtype=np.uint8)  # space-led and -ended
+        low = a - np.uint8(9)  # wraps below 9
+        space = low < 5  # \t \n \v \f \r
+        np.subtract(a, np.uint8(28), out=low)
+        space |= low < 5  # \x1c-\x1f and the space
+        starts = np.greater(space[:-1], space[1:]).view(np.uint8)  # starts[i]: a word starts at byte i + 1
+        lengths = np.fromiter(map(len, ascii_texts), dtype=np.int64, count=len(ascii_texts)) + 1
+        counts[plain] = np.add.reduceat(starts, np.cumsum(lengths) - lengths, dtype=np.int64)
+    for i in np.flatnonzero(~plain).tolist():
+        counts[i] = len(texts[i].split())
+    return counts
+
+
 def score_texts(texts: Sequence[str], mode: Mode = "paper") -> ScoreTable:
     """Score every output with the rubric; see the module docstring for the two modes."""
     if mode not in MODES:
@@ -351,5 +375,5 @@ def score_texts(texts: Sequence[str], mode: Mode = "paper") -> ScoreTable:
     cols["demeaning_count"] = counts["demeaning"]
     cols["positive_professional_count"] = counts["positive_professional"]
     cols["caution_count"] = counts["caution"]
-    cols["word_count"] = np.fromiter((len(t.split()) for t in texts), dtype=np.int32, count=len(texts))
+    cols["word_count"] = word_counts(texts)
     return ScoreTable(mode=mode, columns={k: cols[k] for k in COLUMNS})
