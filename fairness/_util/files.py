@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import json
 import os
 import shutil
@@ -165,7 +166,8 @@ def check_output_file(path: str | Path, flag: str) -> Path:
     return path
 
 
-def _write_error(out: Path, exc: OSError) -> FairnessError:
+def write_error(out: Path, exc: OSError) -> FairnessError:
+    """The one-line error of an output that could not be written into `out`."""
     reason = exc.strerror or str(exc)
     if exc.errno == errno.ENOSPC:
         reason = "no space left on device"
@@ -178,18 +180,21 @@ def staged_outputs(out: str | Path) -> Iterator[Path]:
 
     The staging directory lies beside `out` (same filesystem, so each move is an atomic
     rename); if that folder is read-only it lies inside `out`. On any failure the staging
-    directory is removed and `out` is left as it was. Files in `out` that the run does not
-    write (an earlier `diff/`, `junit.xml`) are kept.
+    directory is removed and `out` is left as it was, and so are the folders made to hold
+    it: a run may write into the staging directory long before its outputs are ready.
+    Files in `out` that the run does not write (an earlier `diff/`, `junit.xml`) are kept.
     """
     out = check_output_dir(out)
     parent = out.absolute().parent
     existed = out.exists()
+    done = False
     try:
         base = parent if os.access(_nearest_existing(parent), os.W_OK) else out
+        made = list(itertools.takewhile(lambda d: not d.exists(), (base, *base.parents)))  # deepest first
         base.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.staging-", dir=base))
     except OSError as exc:
-        raise _write_error(out, exc) from None
+        raise write_error(out, exc) from None
     try:
         yield staging
         names = sorted(p.name for p in staging.iterdir())
@@ -198,13 +203,17 @@ def staged_outputs(out: str | Path) -> Iterator[Path]:
                 raise FairnessError(f"--out `{out}` holds a directory `{name}` where an output file goes")
         out.mkdir(parents=True, exist_ok=True)
         _swap_in(staging, out, names)
+        done = True
     except OSError as exc:
         if not existed:
             with contextlib.suppress(OSError):
                 out.rmdir()  # only if still empty: we created it
-        raise _write_error(out, exc) from None
+        raise write_error(out, exc) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        for folder in made if not done else ():
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only if still empty
 
 
 _replace = os.replace

@@ -12,7 +12,6 @@ import operator
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,17 +21,16 @@ import numpy as np
 
 from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
-from fairness._util.files import check_output_dir, check_output_file, staged_outputs
+from fairness._util.files import check_output_dir, check_output_file, staged_outputs, write_error
 from fairness.audit._audit import FairnessRun, audit, audit_cells
 from fairness.pipeline._options import RunOptions
 from fairness.pipeline._stream import NotStreamable, stream_cells
-from fairness.recordings._record import Recording, join_rows
+from fairness.recordings._record import join_rows
 from fairness.recordings._store import MANIFEST, RecordingSet, ReplayProvider, read_manifest, verify_files, write_atomic
 from fairness.report._html import card_html
 from fairness.report._junit import junit_xml
 from fairness.report._render import card, card_md, card_yaml, results_json, summary_md
 from fairness.score._rubric import ScoreTable
-from fairness.suite._case import Case
 from fairness.suite._suite import Suite, load_suite
 
 OUTPUTS = ("results.json", "transcripts.jsonl", "summary.md", "card.yaml", "card.md", "card.html")
@@ -70,20 +68,15 @@ def _score_column(column: np.ndarray) -> tuple[str, list]:
     return "%s", [_TRANSCRIPT.encode(v) for v in column.tolist()]  # floats: repr, NaN, Infinity
 
 
-def transcripts_jsonl(run_cases: Sequence[Case], recordings: Sequence[Recording], scores: ScoreTable) -> str:
-    """One line per grid row: its coordinates, prompt, recorded output and scores (`scores` in grid order)."""
-    recs = join_rows(run_cases, recordings)
-    return "".join(transcript_lines(run_cases, [r.output for r in recs], [r.finish_reason for r in recs], scores)) or "\n"
-
-
 _FINISH = {r: _encode_str(r) for r in ("stop", "length")}
 """The JSON of each finish reason a record can hold."""
 
 
 def transcript_lines(run_cases: Sequence[Any], outputs: Sequence[str], finish_reasons: Sequence[str],
                      scores: ScoreTable) -> list[str]:
-    """`transcripts_jsonl`'s lines (each ending in a newline) for rows already joined to their
-    records (`outputs[i]` answers `run_cases[i]`), as the streamed replay has them.
+    """The transcript lines (each ending in a newline) of grid rows joined to their records
+    (`outputs[i]` answers `run_cases[i]`): one per row, its coordinates, prompt, recorded
+    output and scores (`scores` in the rows' order).
 
     Each line is the JSON of `{row_id, family, paraphrase_id, placeholders, slice, slice_id, regime,
     seed, prompt, output, finish_reason, scores}` (`json.dumps(..., ensure_ascii=False)`), made by
@@ -154,19 +147,59 @@ def run_audit(options: RunOptions) -> RunOutputs:
     All inputs are checked first; the outputs are written into a staging directory and moved
     into `out` together (`staged_outputs`), so a refused run or a full disk changes nothing there.
     Without evaluators the rows stream (`fairness.pipeline._stream`): memory stays flat however
-    large the grid; transcripts go to a temporary file and are copied into the staging directory."""
+    large the grid; their transcript lines go straight into the staging directory."""
     check_inputs(options)
     suite = load_suite(options.suite)
-    with tempfile.TemporaryFile("w+", encoding="utf-8") as transcripts:
-        run, recs = _audit_rows(suite, options, transcripts)
-        return _finish(run, suite, recs, options, transcripts)
+    try:
+        with staged_outputs(options.out) as staging:
+            with open(staging / "transcripts.jsonl", "w", encoding="utf-8") as fh:
+                try:
+                    run = _audit_rows(suite, options, _Transcripts(fh, options.out))
+                except OSError as exc:
+                    raise _InputError(exc) from None
+                fh.flush()
+                os.fsync(fh.fileno())
+            _write_outputs(run, suite, staging)
+    except _InputError as err:
+        raise err.error from None
+    files = {name: options.out / name for name in OUTPUTS}
+    if options.junit is not None:
+        _write_junit(run, options.junit)
+        files["junit.xml"] = options.junit
+    return RunOutputs(run, suite, options.out, files)
 
 
-def _audit_rows(suite: Suite, options: RunOptions, transcripts: TextIO) -> tuple[FairnessRun, list[Recording] | None]:
+class _InputError(Exception):
+    """An `OSError` met reading the inputs: carried out of `staged_outputs`, which words an
+    `OSError` as an output that could not be written."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Transcripts:
+    """The transcripts file in the staging directory; a failed write is an output error."""
+
+    def __init__(self, fh: TextIO, out: Path) -> None:
+        self._fh, self._out = fh, out
+
+    def write(self, lines: list[str]) -> None:
+        try:
+            write_lines(self._fh, lines)
+        except OSError as exc:
+            raise write_error(self._out, exc) from None
+
+    def clear(self) -> None:
+        self._fh.seek(0)
+        self._fh.truncate()
+
+
+def _audit_rows(suite: Suite, options: RunOptions, transcripts: _Transcripts) -> FairnessRun:
     """Audit the recorded rows, writing their transcript lines to `transcripts`.
 
-    Streams (no recordings returned) when no evaluator needs every output and the set is
-    complete with its records in grid order; otherwise replays in memory.
+    Streams when no evaluator needs every output and the set is complete with its records
+    in grid order; otherwise replays in memory (and runs the evaluators on the recordings).
     """
     rdir = options.recordings
     shown = _display_path(rdir)
@@ -178,12 +211,11 @@ def _audit_rows(suite: Suite, options: RunOptions, transcripts: TextIO) -> tuple
             with contextlib.suppress(NotStreamable):
                 design, cells, grid = stream_cells(
                     suite, rdir, manifest, options.audit,
-                    lambda cases, outputs, reasons, scores: write_lines(transcripts, transcript_lines(cases, outputs, reasons, scores)),
+                    lambda cases, outputs, reasons, scores: transcripts.write(transcript_lines(cases, outputs, reasons, scores)),
                 )
                 return audit_cells(suite, design, cells, manifest, options.audit, recordings_path=shown, manifest_sha256=sha,
-                                   suite_grid_hash=grid), None
-            transcripts.seek(0)
-            transcripts.truncate()
+                                   suite_grid_hash=grid)
+            transcripts.clear()
     rs = RecordingSet(rdir)
     cases = suite.expand()
     provider = ReplayProvider(rs, suite.system_prompt, suite.name)
@@ -195,41 +227,31 @@ def _audit_rows(suite: Suite, options: RunOptions, transcripts: TextIO) -> tuple
         recs = provider.replay(cases)
     run, scores = audit(suite, cases, recs, rs.manifest, options.audit,
                         recordings_path=shown, manifest_sha256=sha256_file(rdir / MANIFEST))
-    transcripts.write(transcripts_jsonl(cases, recs, scores))
-    return run, recs
-
-
-def _finish(run: FairnessRun, suite: Suite, recs: list[Recording] | None, options: RunOptions,
-            transcripts: TextIO) -> RunOutputs:
-    out = options.out
+    joined = join_rows(cases, recs)
+    transcripts.write(transcript_lines(cases, [r.output for r in joined], [r.finish_reason for r in joined], scores))
     if options.evaluators or options.bbq_recordings is not None:
         from fairness.evaluators._adapter import run_evaluators
 
-        assert recs is not None  # evaluators take the in-memory replay
         extra = run_evaluators(
             recs, options.evaluators, bootstrap=options.audit.bootstrap, seed=options.audit.seed,
             bbq_dir=options.bbq_recordings, bbq_items=options.bbq_items,
         )
         run = run.model_copy(update={"evaluators": extra})
+    return run
+
+
+def _write_outputs(run: FairnessRun, suite: Suite, staging: Path) -> None:
+    """Write the outputs other than the transcripts into `staging`."""
     c = card(run, suite)
-    transcripts.flush()
-    transcripts.seek(0)
-    texts: dict[str, str | TextIO] = {
+    texts = {
         "results.json": results_json(run),
-        "transcripts.jsonl": transcripts,
         "summary.md": summary_md(run, extra_sections=[_peer_md(run)]),
         "card.yaml": card_yaml(c),
         "card.md": card_md(c),
         "card.html": card_html(run, suite),
     }
-    with staged_outputs(out) as staging:
-        for name, text in texts.items():
-            write_atomic(staging / name, text)
-    files = {name: out / name for name in texts}
-    if options.junit is not None:
-        _write_junit(run, options.junit)
-        files["junit.xml"] = options.junit
-    return RunOutputs(run, suite, out, files)
+    for name, text in texts.items():
+        write_atomic(staging / name, text)
 
 
 def _write_junit(run: FairnessRun, path: Path) -> None:
