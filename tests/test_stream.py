@@ -116,6 +116,17 @@ def _record_lines() -> list[str]:
     return (REC / "records.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
 
 
+def _set_with(tmp_path: Path, lines: list[str]) -> Path:
+    """A copy of the committed set holding `lines` as its records (the manifest's sha256 updated)."""
+    rec = tmp_path / "rec"
+    shutil.copytree(REC, rec)
+    (rec / "records.jsonl").write_text("".join(lines), encoding="utf-8")
+    manifest = json.loads((rec / "manifest.json").read_text(encoding="utf-8"))
+    manifest["files"][0]["sha256"] = sha256_file(rec / "records.jsonl")
+    (rec / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    return rec
+
+
 def _blocks(path: Path) -> Iterator[dict]:
     return (fields for block in iter_record_blocks(path) for fields in block)
 
@@ -173,14 +184,20 @@ def test_over_the_size_limit_after_the_lines_within_it(tmp_path, monkeypatch):
 def test_an_out_of_order_row_falls_back_before_a_later_bad_line(tmp_path):
     """Row 3 records row 1 again: the stream stops there and the in-memory replay names the
     duplicate, as it did row by row, though the block read ahead holds a bad last line."""
-    rec = tmp_path / "rec"
-    shutil.copytree(REC, rec)
     lines = _record_lines()
     lines[2] = lines[0]
     lines[-1] = lines[-1].replace('"seed":', '"seed_":')
-    (rec / "records.jsonl").write_text("".join(lines), encoding="utf-8")
-    manifest = json.loads((rec / "manifest.json").read_text(encoding="utf-8"))
-    manifest["files"][0]["sha256"] = sha256_file(rec / "records.jsonl")
-    (rec / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    rec = _set_with(tmp_path, lines)
     with pytest.raises(FairnessError, match="twice"):
         run_audit(RunOptions(suite=SUITE, recordings=rec, out=tmp_path / "out", audit=OPTS))
+
+
+def test_a_refused_run_leaves_no_folder_behind(tmp_path):
+    """Transcripts are written into the staging directory as the rows stream; a bad record met
+    on the way removes it and the folders made to hold it, as if nothing had started."""
+    lines = _record_lines()
+    lines[-1] = lines[-1].replace('"seed":', '"seed_":')
+    rec = _set_with(tmp_path, lines)
+    with pytest.raises(FairnessError, match=" line 3200"):
+        run_audit(RunOptions(suite=SUITE, recordings=rec, out=tmp_path / "new/deep/out", audit=OPTS))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rec"]
