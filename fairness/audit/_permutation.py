@@ -177,7 +177,8 @@ def _table(n: np.ndarray, K: np.ndarray, P: int) -> tuple[_Table, np.ndarray] | 
         # margin: floor(u × m) = i guarantees u ≥ i/m − 1e-12, so the guide never overshoots
         guide[a : a + m] = a + np.searchsorted(c, np.arange(m) / m - 1e-12, side="right")
     cells = keep[config]
-    return _Table(renum[config[cells]], start, length, cdf, guide, hits), cells
+    small = np.int8 if int(hits.max()) < 128 else np.int16 if int(hits.max()) < 1 << 15 else np.int64
+    return _Table(renum[config[cells]], start, length, cdf, guide.astype(np.int32), hits.astype(small)), cells
 
 
 def _deal_hypergeometric(room: np.ndarray, K: np.ndarray, streams: _Streams) -> np.ndarray:
@@ -311,7 +312,7 @@ def _deal(plan: _Plan, streams: _Streams, p: int) -> np.ndarray:
                 left = room if every else room[:, st.cells]
             K = plan.K[st.cells, st.value]
             hits = _deal_rows(left, K, st.free, streams) if st.by_rows else _deal_hypergeometric(left, K, streams)
-        out[:, st.groups] += plan.shift[st.value] * np.add.reduceat(hits, st.starts, axis=1)
+        out[:, st.groups] += plan.shift[st.value] * np.add.reduceat(hits, st.starts, axis=1, dtype=np.int64)
         if room is not None and i < len(plan.steps) - 1:
             if every:
                 room -= hits
