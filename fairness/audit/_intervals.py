@@ -142,7 +142,7 @@ def design_effects(cc: CellCounts) -> tuple[np.ndarray, float]:
 
 def lower(x, n, kind: str, tail) -> np.ndarray:
     """One-sided exact lower bound, missing with probability `tail` (Clopper–Pearson / Garwood)."""
-    x, n, tail = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (x, n, tail)))
+    x, n, tail = (np.asarray(v, dtype=np.float64) for v in (x, n, tail))  # the ufuncs broadcast them
     with np.errstate(invalid="ignore", divide="ignore"):
         if kind == "rate":
             b = special.betaincinv(np.where(x > 0, x, 1.0), np.maximum(n - x + 1, 1e-300), tail)
@@ -153,7 +153,7 @@ def lower(x, n, kind: str, tail) -> np.ndarray:
 
 def upper(x, n, kind: str, tail) -> np.ndarray:
     """One-sided exact upper bound, missing with probability `tail`."""
-    x, n, tail = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (x, n, tail)))
+    x, n, tail = (np.asarray(v, dtype=np.float64) for v in (x, n, tail))  # the ufuncs broadcast them
     with np.errstate(invalid="ignore", divide="ignore"):
         if kind == "rate":
             b = special.betaincinv(x + 1, np.where(n - x > 0, n - x, 1.0), 1 - tail)
