@@ -108,8 +108,11 @@ def test_content_keys_equal_content_key():
     suite = load_suite(SUITE)
     keys = ContentKeys("m", "sys")
     cases = suite.expand()
-    for case in [*cases[:12], cases[40], cases[3], cases[3]]:
-        assert keys(case.prompt, case.params, case.seed) == content_key("m", "sys", case.prompt, case.params, case.seed)
+    rows = [*cases[:12], cases[40], cases[3], cases[3]]
+    # what a batch leaves (the prompt's hash state) carries over to the next batch
+    assert keys.of_rows(rows[:5]) + keys.of_rows(rows[5:]) == [
+        content_key("m", "sys", case.prompt, case.params, case.seed) for case in rows
+    ]
 
 
 def _record_lines() -> list[str]:

@@ -89,7 +89,7 @@ def stream_cells(
         recs, error = records.take(len(block))
         rows = block[: len(recs)]
         if ([r["row_id"] for r in recs] != [c.row_id for c in rows]
-                or [r["key"] for r in recs] != [key_of(c.prompt, c.params, c.seed) for c in rows]):
+                or [r["key"] for r in recs] != key_of.of_rows(rows)):
             raise NotStreamable  # an out-of-order row stops the stream before a later bad line raises
         if error is not None:
             raise error

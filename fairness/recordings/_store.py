@@ -71,15 +71,24 @@ class ContentKeys:
         self._prompt: str | None = None
         self._params: SamplingParams | None = None
         self._state = hashlib.sha256()
+        self._seeds: dict[int, bytes] = {}  # each seed's bytes to the end of the object
 
-    def __call__(self, prompt: str, params: SamplingParams, seed: int) -> str:
-        if params is not self._params or prompt != self._prompt:
-            self._prompt, self._params = prompt, params
-            text = self._head + _params_json(params) + ',"prompt":' + canonical_json(prompt) + ',"seed":'
-            self._state = hashlib.sha256(text.encode("utf-8"))
-        h = self._state.copy()
-        h.update(str(int(seed)).encode("ascii") + self._tail)
-        return h.hexdigest()
+    def of_rows(self, rows: Iterable[Any]) -> list[str]:
+        """The keys of `rows` (anything with a `prompt`, `params` and `seed`), in order."""
+        keys = []
+        state, prompt, params, seeds = self._state, self._prompt, self._params, self._seeds
+        for row in rows:
+            if row.params is not params or row.prompt != prompt:
+                prompt, params = row.prompt, row.params
+                text = self._head + _params_json(params) + ',"prompt":' + canonical_json(prompt) + ',"seed":'
+                state = hashlib.sha256(text.encode("utf-8"))
+            if (rest := seeds.get(row.seed)) is None:
+                rest = seeds[row.seed] = str(int(row.seed)).encode("ascii") + self._tail
+            h = state.copy()
+            h.update(rest)
+            keys.append(h.hexdigest())
+        self._state, self._prompt, self._params = state, prompt, params
+        return keys
 
 
 @functools.lru_cache(maxsize=256)
@@ -124,7 +133,7 @@ class GridHash:
                 last_params, params_json = c.params, _params_json(c.params)
             if (sj := seed_json.get((type(c.seed), c.seed))) is None:
                 sj = seed_json[(type(c.seed), c.seed)] = canonical_json(c.seed)
-            rows.append("[" + canonical_json(c.row_id) + "," + prompt_json + "," + params_json + "," + sj + "]")
+            rows.append(f"[{canonical_json(c.row_id)},{prompt_json},{params_json},{sj}]")
         self._prompt, self._params = (last_prompt, prompt_json), (last_params, params_json)
         if rows:
             self._h.update((self._sep + ",".join(rows)).encode("utf-8"))
