@@ -28,7 +28,9 @@ from fairness.score._catalog import METRICS
 from fairness.score._rubric import ScoreTable, score_texts
 from fairness.suite._suite import Suite, distinct_row_ids, iter_grid
 
-CHUNK = 10_000
+CHUNK = 2_048
+"""Rows per chunk: few enough that a chunk's records, outputs and scoring corpus stay in the
+processor's caches (about 1.3 MB of outputs). 10,000 cost about 5% more CPU and twice the memory."""
 
 
 class NotStreamable(Exception):
