@@ -23,6 +23,7 @@ from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
 from fairness._util.files import check_output_dir, check_output_file, staged_outputs
 from fairness.audit._audit import FairnessRun, audit, audit_cells
+from fairness.evaluators._inputs import Sample, record_sample
 from fairness.pipeline._options import RunOptions
 from fairness.pipeline._stream import NotStreamable, stream_cells
 from fairness.recordings._record import Recording, join_rows
@@ -136,36 +137,55 @@ def run_audit(options: RunOptions) -> RunOutputs:
 
     All inputs are checked first; the outputs are written into a staging directory and moved
     into `out` together (`staged_outputs`), so a refused run or a full disk changes nothing there.
-    Without evaluators the rows stream (`fairness.pipeline._stream`): memory stays flat however
+    The rows stream (`fairness.pipeline._stream`): without evaluators memory stays flat however
     large the grid; transcripts go to a temporary file and are copied into the staging directory."""
     check_inputs(options)
     suite = load_suite(options.suite)
     with tempfile.TemporaryFile("w+", encoding="utf-8") as transcripts:
-        run, recs = _audit_rows(suite, options, transcripts)
-        return _finish(run, suite, recs, options, transcripts)
+        run, collected = _audit_rows(suite, options, transcripts)
+        return _finish(run, suite, collected, options, transcripts)
 
 
-def _audit_rows(suite: Suite, options: RunOptions, transcripts: TextIO) -> tuple[FairnessRun, list[Recording] | None]:
-    """Audit the recorded rows, writing their transcript lines to `transcripts`.
+class _Collected:
+    """What the evaluators read of every replayed row: its `Sample` and the slice values the
+    prompt inserted (masked before the lexical measures)."""
 
-    Streams (no recordings returned) when no evaluator needs every output and the set is
-    complete with its records in grid order; otherwise replays in memory.
+    def __init__(self) -> None:
+        self.samples: list[Sample] = []
+        self.terms: set[str] = set()
+
+    def add(self, recs: Sequence[Any]) -> None:
+        self.samples.extend(map(record_sample, recs))
+        self.terms.update(v for rec in recs for v in rec.slice.values())
+
+
+def _audit_rows(suite: Suite, options: RunOptions, transcripts: TextIO) -> tuple[FairnessRun, _Collected | None]:
+    """Audit the recorded rows, writing their transcript lines to `transcripts`, and collect
+    what the evaluators need when `options` asks for them (`None` otherwise).
+
+    Streams when the set is complete with its records in grid order (evaluators then keep one
+    `Sample` per row, not the records); otherwise replays in memory.
     """
     rdir = options.recordings
     shown = _display_path(rdir)
-    if not options.evaluators and options.bbq_recordings is None:
-        manifest = read_manifest(rdir)
-        if manifest.complete or not options.allow_incomplete:
-            verify_files(rdir, manifest.files)
-            sha = sha256_file(rdir / MANIFEST)
-            with contextlib.suppress(NotStreamable):
-                design, cells = stream_cells(
-                    suite, rdir, manifest, options.audit,
-                    lambda cases, recs, scores: transcripts.write(transcript_lines(cases, recs, scores)),
-                )
-                return audit_cells(suite, design, cells, manifest, options.audit, recordings_path=shown, manifest_sha256=sha), None
-            transcripts.seek(0)
-            transcripts.truncate()
+    wanted = bool(options.evaluators)
+    manifest = read_manifest(rdir)
+    if manifest.complete or not options.allow_incomplete:
+        verify_files(rdir, manifest.files)
+        sha = sha256_file(rdir / MANIFEST)
+        collected = _Collected() if wanted else None
+
+        def on_chunk(cases: list[Any], recs: list[Any], scores: ScoreTable) -> None:
+            transcripts.write(transcript_lines(cases, recs, scores))
+            if collected is not None:
+                collected.add(recs)
+
+        with contextlib.suppress(NotStreamable):
+            design, cells = stream_cells(suite, rdir, manifest, options.audit, on_chunk)
+            run = audit_cells(suite, design, cells, manifest, options.audit, recordings_path=shown, manifest_sha256=sha)
+            return run, collected
+        transcripts.seek(0)
+        transcripts.truncate()
     rs = RecordingSet(rdir)
     cases = suite.expand()
     provider = ReplayProvider(rs, suite.system_prompt, suite.name)
@@ -178,18 +198,22 @@ def _audit_rows(suite: Suite, options: RunOptions, transcripts: TextIO) -> tuple
     run, scores = audit(suite, cases, recs, rs.manifest, options.audit,
                         recordings_path=shown, manifest_sha256=sha256_file(rdir / MANIFEST))
     transcripts.write(transcripts_jsonl(cases, recs, scores))
-    return run, recs
+    if not wanted:
+        return run, None
+    collected = _Collected()
+    collected.add(recs)
+    return run, collected
 
 
-def _finish(run: FairnessRun, suite: Suite, recs: list[Recording] | None, options: RunOptions,
+def _finish(run: FairnessRun, suite: Suite, collected: _Collected | None, options: RunOptions,
             transcripts: TextIO) -> RunOutputs:
     out = options.out
     if options.evaluators or options.bbq_recordings is not None:
         from fairness.evaluators._adapter import run_evaluators
 
-        assert recs is not None  # evaluators take the in-memory replay
         extra = run_evaluators(
-            recs, options.evaluators, bootstrap=options.audit.bootstrap, seed=options.audit.seed,
+            collected.samples if collected else [], options.evaluators, mask_terms=collected.terms if collected else (),
+            bootstrap=options.audit.bootstrap, seed=options.audit.seed,
             bbq_dir=options.bbq_recordings, bbq_items=options.bbq_items,
         )
         run = run.model_copy(update={"evaluators": extra})
