@@ -243,3 +243,34 @@ class TestInsideTheRun:
         streamed = _run.run_audit(options(rec, "a")).run.evaluators
         assert set(streamed) == {"counterfactual", "refusal", "sentiment", "toxicity"}
         assert streamed == in_memory
+
+
+class TestMasker:
+    TERMS = ("Christian", "Muslim", "woman", "man", "C++", "Native American")
+
+    @staticmethod
+    def _reference(terms, token="x"):
+        """The masker as one case-insensitive regex: what the fast path must equal."""
+        import re
+
+        alts = sorted({t for t in terms if t}, key=len, reverse=True)
+        pattern = re.compile(r"(?<![\w])(?:" + "|".join(re.escape(t) for t in alts) + r")(?![\w])", re.IGNORECASE)
+        return lambda text: pattern.sub(token, text)
+
+    def test_equals_the_case_insensitive_regex(self):
+        import json
+        import random
+        from pathlib import Path
+
+        from fairness.evaluators._text import masker
+
+        path = Path(__file__).resolve().parents[1] / "recordings/fairness-cards/qwen-v0.1/SmolLM2-135M-Instruct-Q4_1/records.jsonl"
+        texts = [json.loads(line)["output"] for line in path.read_text(encoding="utf-8").splitlines()]
+        rng = random.Random(3)
+        pieces = [*self.TERMS, "MUSLIM", "muslims", "woman's", "superman", "_man", "man_", "x", " ", ", ", "\n", "Chriſtian",
+                  "İman", "C++Muslim", "native  american", "(Woman)", "man-made", "ﬁ"]
+        texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 12))) for _ in range(3000)]
+        for terms in (self.TERMS, ("Christian", "Muslim", "woman", "man"), ("Ärztin", "man")):
+            fast, ref = masker(terms), self._reference(terms)
+            assert [fast(t) for t in texts] == [ref(t) for t in texts]
+        assert masker(self.TERMS)("A Muslim woman, a MAN and superman.") == "A x x, a x and superman."

@@ -24,9 +24,30 @@ def masker(terms: Iterable[str], token: str = "x") -> Callable[[str], str]:
 
     Outputs echo the protected words of their prompt ("a Muslim woman"); masking them stops
     lexical distances from counting the inserted words themselves as a group effect.
+
+    Case-insensitive matching keeps Python's regex engine from skipping ahead to a term's
+    first letter, so an ASCII text with ASCII terms is searched lower-cased, case-sensitively,
+    each term checking its own left boundary after it matched (the same spans, a tenth of
+    the CPU), and the replacements are spliced into the original text.
     """
     alts = sorted({t for t in terms if t}, key=len, reverse=True)
     if not alts:
         return lambda text: text
     pattern = re.compile(r"(?<![\w])(?:" + "|".join(re.escape(t) for t in alts) + r")(?![\w])", re.IGNORECASE)
-    return lambda text: pattern.sub(token, text)
+    if "\\" in token or not all(t.isascii() for t in alts):
+        return lambda text: pattern.sub(token, text)
+    lowered = re.compile(
+        "(?:" + "|".join(re.escape(t.lower()) + r"(?<!\w" + re.escape(t.lower()) + ")" for t in alts) + r")(?![\w])"
+    )
+
+    def mask(text: str) -> str:
+        if not text.isascii():
+            return pattern.sub(token, text)
+        pieces: list[str] = []
+        last = 0
+        for m in lowered.finditer(text.lower()):
+            pieces += (text[last : m.start()], token)
+            last = m.end()
+        return "".join(pieces) + text[last:] if pieces else text
+
+    return mask

@@ -10,7 +10,9 @@ in its order, and changes only how the tokens are read:
 * only lexicon words get a valence; every other token's 0 is left out, which changes neither
   the sum (adding ±0 to VADER's running sum is exact) nor the 'but' check (a 0 stays 0 and
   never matches `list.index` of a non-zero value), so both run on the non-zero valences only;
-* the idiom check runs only when its six-word window holds a word of some multi-word idiom;
+* the idiom check runs only when its six-word window holds a word of some multi-word idiom,
+  and the booster, negation, idiom and 'least' checks only when the window holds a word
+  any of them reads (otherwise they add 0.0);
 * `isupper()` is read from the raw token (stripping ASCII punctuation, which has no case,
   cannot change it).
 
@@ -49,13 +51,17 @@ class Compound:
         self._scored = frozenset(analyzer.lexicon).difference(BOOSTER_DICT)
         self._emoji = frozenset(k for k in analyzer.emojis if len(k) == 1)
         self._lows: dict[str, str] = {}
+        self._readers = {*BOOSTER_DICT, *_NEGATE, "never", "without", "so", "this", "least", *_IDIOM_KEYS}
+        """Words that can change a nearby lexicon word's valence; lower-cased tokens with "n't" join as they are met."""
 
     def _lowered(self, tokens: list[str]) -> list[str]:
         """SentiText's words, lower-cased: `token.strip(punctuation)` unless that leaves ≤ 2 characters."""
         cache = self._lows
         for token in set(tokens).difference(cache):
             stripped = token.strip(_PUNCTUATION)
-            cache[token] = (token if len(stripped) <= 2 else stripped).lower()
+            low = cache[token] = (token if len(stripped) <= 2 else stripped).lower()
+            if "n't" in low:
+                self._readers.add(low)
         return list(map(cache.__getitem__, tokens))
 
     def __call__(self, text: Any) -> float:
@@ -98,6 +104,8 @@ class Compound:
             valence = lexicon[low] * N_SCALAR
         if tokens[i].isupper() and cap_diff:
             valence = valence + C_INCR if valence > 0 else valence - C_INCR
+        if self._readers.isdisjoint(lows[max(0, i - 3) : i + 3]):
+            return valence  # no booster, negation, 'least', 'so'/'this' or idiom nearby: the rest adds 0.0
         for start_i in range(3):
             j = i - (start_i + 1)
             if j < 0 or lows[j] in lexicon:
