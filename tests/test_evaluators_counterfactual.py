@@ -274,3 +274,20 @@ class TestMasker:
             fast, ref = masker(terms), self._reference(terms)
             assert [fast(t) for t in texts] == [ref(t) for t in texts]
         assert masker(self.TERMS)("A Muslim woman, a MAN and superman.") == "A x x, a x and superman."
+
+
+def test_words_equal_the_word_regex_on_any_text():
+    """The ASCII fast path of `words` gives `_WORD.findall(normalise(text))`, token for token."""
+    import json
+    import random
+    from pathlib import Path
+
+    from fairness.evaluators._text import _WORD, normalise, words
+
+    path = Path(__file__).resolve().parents[1] / "recordings/fairness-cards/qwen-v0.1/SmolLM2-135M-Instruct-Q4_1/records.jsonl"
+    texts = [json.loads(line)["output"] for line in path.read_text(encoding="utf-8").splitlines()]
+    rng = random.Random(11)
+    texts += ["".join(rng.choice("aB'0_ -.\n`’Zé9'") for _ in range(rng.randint(0, 40))) for _ in range(20000)]
+    assert [words(t) for t in texts] == [_WORD.findall(normalise(t)) for t in texts]
+    assert [normalise(t) for t in texts] == [t.translate(str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u2032": "'", "`": "'"})).lower() for t in texts]
+    assert words("Don't `quote' rock''n roll_2 x") == ["don't", "quote", "rock", "n", "roll", "2", "x"]
