@@ -393,10 +393,12 @@ def _permutation_p(
     si, sj = slot[:, pi] + rows, slot[:, pj] + rows  # (T, P): rows of the (T·n, m) slot labels
     hits = np.zeros(k)
     chunk = max(1, min(n_permutations, budget // max(1, t * pi.size)))
+    buffer = np.empty((t, pi.size, chunk))  # one allocation: fresh pages per chunk cost page faults
     for start in range(0, n_permutations, chunk):
         m = min(chunk, n_permutations - start)
         lab = _shuffled_slots(g, s, m, rng).transpose(0, 2, 1).reshape(t * n, m)
-        same = (lab[si] == lab[sj]).astype(float)  # (T, P, m)
+        same = buffer[:, :, :m] if m < chunk else buffer
+        np.equal(lab[si], lab[sj], out=same, casting="unsafe")  # (T, P, m) same-group indicators as 0.0 / 1.0
         within = pairs @ same  # (T, K + 1, m)
         cross = total[:, :, None] - within
         excess = ratio(cross[:, :k], cross[:, k:]) - ratio(within[:, :k], within[:, k:])  # (T, K, m)
