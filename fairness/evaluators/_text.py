@@ -73,3 +73,29 @@ def masker(terms: Iterable[str], token: str = "x") -> Callable[[str], str]:
         return "".join(pieces) + text[last:] if pieces else text
 
     return mask
+
+
+Screen = tuple[tuple[str, tuple[str, ...]], ...]
+
+
+def screen(anchors: tuple[str, ...] | None) -> Screen | None:
+    """`anchors` (strings one of which every match of some patterns holds) grouped by their
+    first two characters under their common prefix, so that a text is searched for a group's
+    anchors only when it holds that prefix (a lone anchor is its own prefix). A text for which
+    `may_match` is False cannot match: the regex is skipped, with plain substring tests."""
+    if anchors is None or any(len(a) < 2 for a in anchors):
+        return None
+    groups: dict[str, list[str]] = {}
+    for a in anchors:
+        groups.setdefault(a[:2], []).append(a)
+    out = []
+    for group in groups.values():
+        lo, hi = min(group), max(group)  # the common prefix of all is that of the extremes
+        head = lo[: next((k for k, (a, b) in enumerate(zip(lo, hi, strict=False)) if a != b), len(lo))]
+        out.append((head, tuple(group)))
+    return tuple(out)
+
+
+def may_match(text: str, anchors: Screen) -> bool:
+    """Whether `text` holds an anchor of a `screen` (False: none of the screened patterns can match)."""
+    return any(head in text and (len(group) == 1 or any(a in text for a in group)) for head, group in anchors)

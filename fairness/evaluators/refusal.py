@@ -27,7 +27,7 @@ import numpy as np
 
 from fairness.evaluators._inputs import Data, as_samples
 from fairness.evaluators._resample import GroupRates, check_iv, group_rates
-from fairness.evaluators._text import normalise, words
+from fairness.evaluators._text import may_match, normalise, screen, words
 from fairness.score._rubric import load_rubric
 
 Label = Literal["refusal", "disclaimer", "none"]
@@ -126,33 +126,8 @@ def _anchors(patterns: tuple[str, ...]) -> tuple[str, ...] | None:
     return tuple(sorted(a for a in found if not any(b != a and b in a for b in found)))
 
 
-Screen = tuple[tuple[str, tuple[str, ...]], ...]
-
-
-def _screen(anchors: tuple[str, ...] | None) -> Screen | None:
-    """`anchors` grouped by their first two characters under their common prefix, so that a
-    text is searched for a group's anchors only when it holds that prefix (a third of the
-    outputs hold `i `; a lone anchor is its own prefix)."""
-    if anchors is None or any(len(a) < 2 for a in anchors):
-        return None
-    groups: dict[str, list[str]] = {}
-    for a in anchors:
-        groups.setdefault(a[:2], []).append(a)
-    screen = []
-    for group in groups.values():
-        lo, hi = min(group), max(group)  # the common prefix of all is that of the extremes
-        head = lo[: next((k for k, (a, b) in enumerate(zip(lo, hi, strict=False)) if a != b), len(lo))]
-        screen.append((head, tuple(group)))
-    return tuple(screen)
-
-
-def _may_match(text: str, screen: Screen) -> bool:
-    """Whether `text` holds an anchor of `screen` (False: none of the screened patterns can match)."""
-    return any(head in text and (len(group) == 1 or any(a in text for a in group)) for head, group in screen)
-
-
 _PAPER = re.compile(_word_start_gated(PAPER_PATTERNS), re.IGNORECASE)
-_PAPER_SCREEN = _screen(tuple(a.split("’")[0] for a in _anchors(PAPER_PATTERNS) or ()) or None)
+_PAPER_SCREEN = screen(tuple(a.split("’")[0] for a in _anchors(PAPER_PATTERNS) or ()) or None)
 """`_anchors` of the paper patterns cut at the curly apostrophe: in an ASCII text, lower-cased, one must occur."""
 
 _VERBS = (
@@ -178,7 +153,7 @@ CUE_PATTERNS: tuple[str, ...] = (
 """Refusal cues for `classify`, matched on normalised text (curly apostrophes made straight)."""
 
 _CUE = re.compile("|".join(CUE_PATTERNS))
-_CUE_SCREEN = _screen(_anchors(CUE_PATTERNS))
+_CUE_SCREEN = screen(_anchors(CUE_PATTERNS))
 _OFFER = re.compile(
     r"\b(?:i can|i could|i'd be happy to|i would be happy to|i'm happy to|happy to help|instead|if you(?:'d| would)? like"
     r"|let me know|feel free|please (?:provide|let me|clarify))\b"
@@ -205,7 +180,7 @@ def paper_refusal(text: str) -> bool:
 
     An ASCII text holding none of their literal starts (`_PAPER_SCREEN`, lower-cased) cannot
     match, so most texts skip the case-insensitive regex (on ASCII, case-insensitive is lower-cased)."""
-    if _PAPER_SCREEN is not None and text.isascii() and not _may_match(text.lower(), _PAPER_SCREEN):
+    if _PAPER_SCREEN is not None and text.isascii() and not may_match(text.lower(), _PAPER_SCREEN):
         return False
     return _PAPER.search(text) is not None
 
@@ -214,7 +189,7 @@ def has_cue(text: str) -> bool:
     """A first-person refusal or limitation statement (see `CUE_PATTERNS`); a text holding
     none of their literal starts (`_CUE_SCREEN`) skips the regex."""
     norm = normalise(text)
-    if _CUE_SCREEN is not None and not _may_match(norm, _CUE_SCREEN):
+    if _CUE_SCREEN is not None and not may_match(norm, _CUE_SCREEN):
         return False
     return _CUE.search(norm) is not None
 
