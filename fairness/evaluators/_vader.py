@@ -50,6 +50,7 @@ class Compound:
         self._lexicon: dict[str, float] = analyzer.lexicon
         self._scored = frozenset(analyzer.lexicon).difference(BOOSTER_DICT)
         self._emoji = frozenset(k for k in analyzer.emojis if len(k) == 1)
+        self._ascii_has_none = all(not k.isascii() for k in self._emoji)  # then an ASCII text (an O(1) test) has none
         self._lows: dict[str, str] = {}
         self._readers = {*BOOSTER_DICT, *_NEGATE, "never", "without", "so", "this", "least", *_IDIOM_KEYS}
         """Words that can change a nearby lexicon word's valence; lower-cased tokens with "n't" join as they are met."""
@@ -65,7 +66,7 @@ class Compound:
         return list(map(cache.__getitem__, tokens))
 
     def __call__(self, text: Any) -> float:
-        if not isinstance(text, str) or not self._emoji.isdisjoint(text):
+        if not isinstance(text, str) or not ((text.isascii() and self._ascii_has_none) or self._emoji.isdisjoint(text)):
             return self._analyzer.polarity_scores(text)["compound"]
         tokens = text.split()
         if not tokens:
