@@ -13,8 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.stats
 
-from fairness.audit._cells import build_cells, scope_cells, slice_table_cells, variance_shares_cells
+from fairness.audit import _permutation
+from fairness.audit._cells import CellTable, build_cells, scope_cells, slice_table_cells, variance_shares_cells
 from fairness.audit._metrics import build_design, metric_matrix, scopes, slice_table
 from fairness.audit._permutation import permutation_pvalues_cells, permuted_slice_sums
 from fairness.recordings._store import RecordingSet, ReplayProvider
@@ -50,6 +52,38 @@ def _exact_sums(values_by_slice: list[list[float]]) -> Counter:
     return Counter({k: v / total for k, v in dist.items()})
 
 
+def _exact_table_sums(levels: np.ndarray, counts: np.ndarray) -> Counter:
+    """Distribution of one cell's slice totals over every value × slice table with its margins
+    (counts S × V): P(table a) = Π_s n_s! Π_v K_v! / (N! Π a_vs!), the share of relabellings giving it."""
+    n, K = counts.sum(axis=1), counts.sum(axis=0)
+    N = int(n.sum())
+
+    def splits(k: int, room: tuple[int, ...]):
+        if len(room) == 1:
+            if k <= room[0]:
+                yield (k,)
+            return
+        for a in range(min(k, room[0]) + 1):
+            for rest in splits(k - a, room[1:]):
+                yield (a, *rest)
+
+    dist: Counter = Counter()
+
+    def deal(v: int, room: tuple[int, ...], table: list[tuple[int, ...]]) -> None:
+        if v == len(K):
+            w = math.prod(math.factorial(int(x)) for x in n) * math.prod(math.factorial(int(x)) for x in K)
+            w /= math.factorial(N) * math.prod(math.factorial(a) for col in table for a in col)
+            totals = tuple(float(sum(levels[u] * table[u][s] for u in range(len(K)))) for s in range(len(n)))
+            dist[totals] += w
+            return
+        for a in splits(int(K[v]), room):
+            deal(v + 1, tuple(r - x for r, x in zip(room, a, strict=True)), [*table, a])
+
+    deal(0, tuple(int(x) for x in n), [])
+    assert math.isclose(sum(dist.values()), 1.0)
+    return dist
+
+
 class TestNullMatchesEnumeration:
     @pytest.mark.parametrize(
         "cell",
@@ -75,6 +109,38 @@ class TestNullMatchesEnumeration:
         draws = permuted_slice_sums(levels, counts, 500, np.random.default_rng(2))
         assert np.allclose(draws.sum(axis=2), 7.0)  # every relabelling keeps the cell's total
 
+    @pytest.mark.parametrize(
+        "paths",
+        [
+            {},  # as the audit runs: the 10-row value by table, the rest row by row
+            {"TABLE_MAX": 0},  # no tables: the first value by hypergeometric draws
+            {"ROWS_MEAN": -1},  # later values by hypergeometric draws
+            {"ROWS_MEAN": 100, "TABLE_MAX": 0},  # every value drawn, later ones row by row
+        ],
+    )
+    def test_every_dealing_path_follows_the_exact_table_distribution(self, paths, monkeypatch):
+        for name, value in paths.items():
+            monkeypatch.setattr(_permutation, name, value)
+        # two cells (different configurations), 0 most common, 1 with 10 rows, 2 and 5 rare
+        cells = [[[0] * 6 + [1] * 4 + [2], [0] * 3 + [1] * 4 + [5, 2], [0] * 5 + [1] * 2 + [2]],
+                 [[1, 0, 0], [0, 1, 2, 0], [2, 0]]]
+        levels = np.array([0.0, 1.0, 2.0, 5.0])
+        counts = np.array([[[list(v).count(x) for x in levels] for v in cell] for cell in cells], dtype=np.int64)
+        P = 40_000
+        draws = permuted_slice_sums(levels, counts, P, np.random.default_rng(5))
+        assert draws.shape == (P, 2, 3)
+        for c in range(2):
+            exact = _exact_table_sums(levels, counts[c])
+            seen = Counter(tuple(float(x) for x in row) for row in draws[:, c, :])
+            assert set(seen) <= set(exact)
+            # Pearson χ² over the outcomes expected ≥ 5 times (the rest pooled), at level 1e−6
+            big = [o for o, q in exact.items() if P * q >= 5]
+            obs = np.array([seen[o] for o in big] + [P - sum(seen[o] for o in big)], dtype=float)
+            exp = np.array([P * exact[o] for o in big] + [P * (1 - sum(exact[o] for o in big))])
+            keep = exp > 0
+            chi2 = float((((obs - exp) ** 2)[keep] / exp[keep]).sum())
+            assert chi2 <= scipy.stats.chi2.ppf(1 - 1e-6, int(keep.sum()) - 1), (c, chi2, len(big))
+
     def test_p_value_matches_enumeration_on_two_cells(self):
         cells = [[[1, 1, 0], [0, 0, 0]], [[1, 0, 0], [1, 0, 0]]]
         # exact p: all relabellings of both cells, statistic max−min of slice means (pooled)
@@ -82,8 +148,6 @@ class TestNullMatchesEnumeration:
         d0, d1 = _exact_sums(cells[0]), _exact_sums(cells[1])
         p_exact = sum(p0 * p1 for s0, p0 in d0.items() for s1, p1 in d1.items()
                       if abs((s0[0] + s1[0]) - (s0[1] + s1[1])) / 6 >= obs - 1e-12)
-        from fairness.audit._cells import CellTable
-
         levels = np.array([0.0, 1.0])
         counts = np.concatenate([_counts(c)[1] for c in cells]).astype(np.int64)
         n = counts.sum(axis=2).astype(float)
@@ -140,6 +204,85 @@ class TestAggregatesOnCommittedRecordings:
             assert np.array_equal(ok, ~np.isnan(new))
             se = np.sqrt(2 * np.maximum(ref[ok] * (1 - ref[ok]), 0.01) / P)
             assert np.all(np.abs(new[ok] - ref[ok]) <= 4.5 * se)
+
+
+class TestSamplerOnCommittedRecordings:
+    def test_p_values_do_not_depend_on_the_pass_size(self, committed):
+        design, Y = committed
+        cells = build_cells(design, Y, tuple(HARM))
+        fam = cells.cell_codes["family"]
+        G = len(design.factors["family"].levels)
+        a = permutation_pvalues_cells(cells, HARM, fam, G, P=700, seed=4)
+        b = permutation_pvalues_cells(cells, HARM, fam, G, P=700, seed=4, budget=1)  # one 250-resample block a pass
+        for x, y in zip(a, b, strict=True):
+            assert np.array_equal(x, y, equal_nan=True)
+
+    def test_p_values_agree_with_the_previous_sampler(self, committed):
+        """Same null, new random stream: each p-value moves by Monte Carlo error only
+        (two independent estimates: sd of the difference √(2p(1−p)/P))."""
+        design, Y = committed
+        cells = build_cells(design, Y, tuple(HARM))
+        fam = cells.cell_codes["family"]
+        G = len(design.factors["family"].levels)
+        P = 2000  # the audit's default, seed 0
+        _, p_g, _, p_all = permutation_pvalues_cells(cells, HARM, fam, G, P=P, seed=0)
+        ref_g, ref_all = _previous_pvalues(cells, HARM, fam, G, P, seed=0)
+        for new, old in ((p_g.ravel(), ref_g.ravel()), (p_all, ref_all)):
+            assert np.array_equal(np.isnan(new), np.isnan(old))
+            ok = ~np.isnan(old)
+            mid = (new[ok] + old[ok]) / 2
+            assert np.all(np.abs(new[ok] - old[ok]) <= 4 * np.sqrt(2 * mid * (1 - mid) / P) + 1 / P)
+
+
+def _previous_sums(levels, counts, P, rng):
+    """Reference: the sampler before issue 13 — each value's hits dealt slice by slice with
+    `Generator.hypergeometric` into the room left, the most common value last (P × C × S)."""
+    C, S, _ = counts.shape
+    K = counts.sum(axis=1)
+    cap = np.ascontiguousarray(np.broadcast_to(counts.sum(axis=2).T[:, None, :], (S, P, C)))
+    total = np.zeros((S, P, C))
+    order = np.argsort(K.sum(axis=0), kind="stable")
+    for v in order[:-1]:
+        remaining = np.broadcast_to(K[:, v], (P, C)).copy()
+        room = cap.sum(axis=0)
+        for s in range(S - 1):
+            room -= cap[s]
+            taken = rng.hypergeometric(cap[s], room, remaining)
+            remaining -= taken
+            cap[s] -= taken
+            total[s] += levels[v] * taken
+        cap[S - 1] -= remaining
+        total[S - 1] += levels[v] * remaining
+    total += levels[order[-1]] * cap
+    return total.transpose(1, 2, 0)
+
+
+def _previous_pvalues(table, metrics, cell_group, G, P, seed):
+    """Reference: the p-values before issue 13 (stream `[seed, metric index]`, 250 resamples a pass);
+    on the committed recordings it gave exactly the numbers that implementation gave."""
+    onehot = np.eye(G)[cell_group]
+    n_g = onehot.T @ table.n
+    p_g, p_all = np.full((G, len(metrics)), np.nan), np.full(len(metrics), np.nan)
+
+    def gaps(sums, n):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = sums / n
+            return np.nanmax(means, axis=-1) - np.nanmin(means, axis=-1)
+
+    for j, m in enumerate(metrics):
+        levels, counts = table.histogram(m)
+        obs_g = gaps(onehot.T @ table.sums[:, :, m], n_g)
+        obs_p = gaps(table.sums[:, :, m].sum(axis=0), n_g.sum(axis=0))
+        rng = np.random.default_rng([seed, j])
+        ex_g, ex_p = np.zeros(G), 0
+        for start in range(0, P, 250):
+            sg = np.einsum("pcs,cg->pgs", _previous_sums(levels, counts, min(250, P - start), rng), onehot)
+            with np.errstate(invalid="ignore"):
+                ex_g += (gaps(sg, n_g) >= obs_g - 1e-9).sum(axis=0)
+                ex_p += int((gaps(sg.sum(axis=1), n_g.sum(axis=0)) >= obs_p - 1e-9).sum())
+        p_g[:, j] = np.where(np.isnan(obs_g), np.nan, (1 + ex_g) / (P + 1))
+        p_all[j] = np.nan if np.isnan(obs_p) else (1 + ex_p) / (P + 1)
+    return p_g, p_all
 
 
 def _row_variance_shares(design, y):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -23,3 +24,21 @@ print(json.dumps({{"rc": rc, "loaded": [m for m in {HEAVY!r} if m in sys.modules
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result == {"rc": 0, "loaded": []}
+
+
+def _blas_setting(entry: str, env: dict[str, str]) -> list:
+    """(numpy loaded before the entry point?, OPENBLAS_NUM_THREADS seen after it) in a fresh process."""
+    code = f"import json, os, sys\nimport {entry}\nprint(json.dumps([os.environ.get('OPENBLAS_NUM_THREADS')]))"
+    clean = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**clean, **env})
+    return json.loads(proc.stdout)
+
+
+def test_cli_and_action_run_one_blas_thread_unless_the_user_says_otherwise():
+    """The audit's matrices are tiny: OpenBLAS worker threads only burn CPU. The CLI and the Action
+    set one thread before numpy loads (importing them must not load numpy first); a user's value wins."""
+    code = "import sys\nimport fairness.cli\nprint('numpy' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    assert _blas_setting("fairness.cli", {}) == ["1"]
+    assert _blas_setting("fairness.action", {}) == ["1"]
+    assert _blas_setting("fairness.cli", {"OPENBLAS_NUM_THREADS": "4"}) == ["4"]

@@ -1,6 +1,6 @@
 """The one pydantic base for records and configuration: frozen where records, strict everywhere.
 
-Field docstrings become field descriptions, so the published JSON Schemas document every field.
+Field docstrings become the published JSON Schemas' descriptions (`fairness.report._schema`).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pydantic import BaseModel, ConfigDict
 class Strict(BaseModel):
     """Unknown keys are an error, so a typo in a file is never silently ignored."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
 
 
 class Frozen(BaseModel):
     """An immutable record handed from one pipeline stage to the next."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")

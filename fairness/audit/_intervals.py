@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from statistics import NormalDist
 
 import numpy as np
@@ -52,27 +53,30 @@ POWER = 0.8
 
 @dataclass(frozen=True)
 class CellCounts:
-    """One metric in one scope: per template cell × slice sums of the metric and row counts (C × S)."""
+    """One metric in one scope: per template cell × slice sums of the metric and row counts (C × S).
+
+    The per-slice totals are computed once (every bound, gap and power figure reads them);
+    treat them as read-only."""
 
     sums: np.ndarray
     counts: np.ndarray
     kind: str
     """`rate` (0/1 outcomes) or `count` (non-negative counts per output)."""
 
-    @property
+    @cached_property
     def n(self) -> np.ndarray:
         return self.counts.sum(axis=0)
 
-    @property
+    @cached_property
     def x(self) -> np.ndarray:
         return self.sums.sum(axis=0)
 
-    @property
+    @cached_property
     def values(self) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):
             return self.x / self.n
 
-    @property
+    @cached_property
     def cells(self) -> np.ndarray:
         """Template cells with at least one row, per slice."""
         return (self.counts > 0).sum(axis=0)
@@ -138,7 +142,7 @@ def design_effects(cc: CellCounts) -> tuple[np.ndarray, float]:
 
 def lower(x, n, kind: str, tail) -> np.ndarray:
     """One-sided exact lower bound, missing with probability `tail` (Clopper–Pearson / Garwood)."""
-    x, n, tail = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (x, n, tail)))
+    x, n, tail = (np.asarray(v, dtype=np.float64) for v in (x, n, tail))  # the ufuncs broadcast them
     with np.errstate(invalid="ignore", divide="ignore"):
         if kind == "rate":
             b = special.betaincinv(np.where(x > 0, x, 1.0), np.maximum(n - x + 1, 1e-300), tail)
@@ -149,7 +153,7 @@ def lower(x, n, kind: str, tail) -> np.ndarray:
 
 def upper(x, n, kind: str, tail) -> np.ndarray:
     """One-sided exact upper bound, missing with probability `tail`."""
-    x, n, tail = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (x, n, tail)))
+    x, n, tail = (np.asarray(v, dtype=np.float64) for v in (x, n, tail))  # the ufuncs broadcast them
     with np.errstate(invalid="ignore", divide="ignore"):
         if kind == "rate":
             b = special.betaincinv(x + 1, np.where(n - x > 0, n - x, 1.0), 1 - tail)
@@ -269,15 +273,35 @@ def capped_corr(r: float, a: float, b: float, a0: float, b0: float) -> float:
     return float(min(max(r, 0.0), max(min(r_max, 1.0), 0.0)))
 
 
+def slice_corrs(cc: CellCounts) -> np.ndarray:
+    """(S × S) `cluster_corr` of every pair of slices' estimates, computed once for all pairs
+    (row by row on contiguous copies, so each figure is bit-for-bit the pairwise one)."""
+    st, nt = np.ascontiguousarray(cc.sums.T), np.ascontiguousarray(cc.counts.T)
+    tot_s, tot_n = st.sum(axis=1), nt.sum(axis=1)
+    ok = tot_n > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        resid = st - nt * tot_s[:, None] / np.where(ok, tot_n, 1.0)[:, None]
+    var = (resid**2).sum(axis=1)
+    ok &= var > 0
+    S = len(tot_n)
+    r = np.zeros((S, S))
+    for i in range(S):
+        for j in range(i + 1, S):
+            if ok[i] and ok[j]:
+                r[i, j] = r[j, i] = float((resid[i] * resid[j]).sum() / math.sqrt(float(var[i]) * float(var[j])))
+    return r
+
+
 def pair_difference(sb: SliceBounds, i: int, j: int, tail: float,
-                    bounds: tuple[np.ndarray, ...] | None = None) -> tuple[float, float]:
+                    bounds: tuple[np.ndarray, ...] | None = None, r: float | None = None) -> tuple[float, float]:
     """Paired interval for value_i − value_j, each end missing with probability `tail`.
 
-    `bounds`: `_pair_bounds(sb, tail)` when the caller already has them (one evaluation of the
-    exact bounds serves every pair at that level)."""
+    `bounds`: `_pair_bounds(sb, tail)` and `r`: the pair's `cluster_corr`, when the caller
+    already has them (one evaluation serves every pair, and both levels of a gap)."""
     v = sb.cc.values
     lo, hi, lo0, hi0 = bounds if bounds is not None else _pair_bounds(sb, tail)
-    r = cluster_corr(sb.cc.sums[:, i], sb.cc.counts[:, i], sb.cc.sums[:, j], sb.cc.counts[:, j])
+    if r is None:
+        r = cluster_corr(sb.cc.sums[:, i], sb.cc.counts[:, i], sb.cc.sums[:, j], sb.cc.counts[:, j])
     d = float(v[i] - v[j])
     ai_lo, ai_hi, bj_lo, bj_hi = v[i] - lo[i], hi[i] - v[i], v[j] - lo[j], hi[j] - v[j]
     r_low = capped_corr(r, ai_lo, bj_hi, v[i] - lo0[i], hi0[j] - v[j])
@@ -309,10 +333,12 @@ def gap_interval(sb: SliceBounds, alpha: float, *, low_tail: float | None = None
     t_low = lt / (2 * len(pairs))
     low, high = 0.0, 0.0
     at_low, at_high = _pair_bounds(sb, t_low), _pair_bounds(sb, ht)
+    corr = slice_corrs(sb.cc)
     for i, j in pairs:
-        lo_ij, hi_ij = pair_difference(sb, i, j, t_low, at_low)
+        r = float(corr[i, j])
+        lo_ij, hi_ij = pair_difference(sb, i, j, t_low, at_low, r)
         low = max(low, lo_ij, -hi_ij)
-        lo_h, hi_h = pair_difference(sb, i, j, ht, at_high)
+        lo_h, hi_h = pair_difference(sb, i, j, ht, at_high, r)
         high = max(high, hi_h, -lo_h)
     if not (math.isfinite(low) and math.isfinite(high)):
         return Interval(math.nan, math.nan, "paired-newcombe-simultaneous")

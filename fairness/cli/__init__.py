@@ -1,5 +1,9 @@
 """The command-line adapter: argument parsing only; every command calls the library."""
 
-from fairness.cli._main import COMMANDS, build_parser, main
+from fairness._util.process import set_process_defaults
+
+set_process_defaults()  # before anything imports numpy
+
+from fairness.cli._main import COMMANDS, build_parser, main  # noqa: E402
 
 __all__ = ["COMMANDS", "build_parser", "main"]

@@ -6,7 +6,6 @@ downloads the artifact and runs this with a write token (docs/fork-pr-comments.m
 
 from __future__ import annotations
 
-import http.client
 import os
 import sys
 from pathlib import Path
@@ -30,6 +29,8 @@ def register(sub) -> None:
 
 def cmd_comment(args) -> int:
     """Exit 0 when posted, 2 on a bad or unverifiable artifact, 1 when the token may not comment."""
+    import http.client  # here, not at the top: every other command would pay for it
+
     from fairness.action._pr_comment import CommentSkipped, post_from_artifact
 
     env = dict(os.environ)

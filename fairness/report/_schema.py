@@ -2,12 +2,23 @@
 
 Generated from the pydantic models (their field docstrings become descriptions), printed by
 `llm-fairness-check schema NAME` and committed under docs/schema/ (a test checks for drift).
+
+The docstrings are read here, when a schema is printed, not when the models are defined:
+pydantic's `use_attribute_docstrings` parses every model's source at import, ~50 ms of CPU on
+each run for text only the schemas show.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
+import inspect
 import json
+import textwrap
 from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import GenerateJsonSchema
 
 from fairness._util.errors import FairnessError
 
@@ -19,12 +30,12 @@ def json_schema(name: str) -> dict[str, Any]:
     if name == "results":
         from fairness.audit._results import SCHEMA_VERSION, FairnessRun
 
-        schema = FairnessRun.model_json_schema(mode="serialization")
+        schema = FairnessRun.model_json_schema(mode="serialization", schema_generator=_WithFieldDocs)
         schema["$id"] = f"https://llm-fairness-check/schema/results-{SCHEMA_VERSION}.json"
     elif name == "manifest":
         from fairness.recordings._store import FORMAT_VERSION, Manifest
 
-        schema = Manifest.model_json_schema(mode="serialization")
+        schema = Manifest.model_json_schema(mode="serialization", schema_generator=_WithFieldDocs)
         schema["$id"] = f"https://llm-fairness-check/schema/manifest-{FORMAT_VERSION}.json"
     else:
         raise FairnessError(f"unknown schema `{name}` (choose from {', '.join(SCHEMAS)})")
@@ -34,3 +45,35 @@ def json_schema(name: str) -> dict[str, Any]:
 def schema_text(name: str) -> str:
     """`json_schema(name)` as stable, indented JSON text (the committed file's bytes)."""
     return json.dumps(json_schema(name), indent=2, ensure_ascii=False) + "\n"
+
+
+class _WithFieldDocs(GenerateJsonSchema):
+    """Pydantic's schema, each property described by its field's docstring unless the field has a description."""
+
+    def model_schema(self, schema):
+        out = super().model_schema(schema)
+        properties = self.resolve_ref_schema(out).get("properties", {})
+        for name, doc in field_docs(schema["cls"]).items():
+            if name in properties and "description" not in properties[name]:
+                properties[name]["description"] = doc
+        return out
+
+
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """Each field's docstring (the string literal right after its annotated assignment), inherited ones included."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not (isinstance(klass, type) and issubclass(klass, BaseModel)) or klass is BaseModel:
+            continue
+        try:
+            source = textwrap.dedent(inspect.getsource(klass))
+        except (OSError, TypeError):
+            continue
+        body = ast.parse(source).body[0]
+        assert isinstance(body, ast.ClassDef)
+        for stmt, after in zip(body.body, body.body[1:], strict=False):
+            if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and isinstance(after, ast.Expr)
+                    and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+                docs[stmt.target.id] = inspect.cleandoc(after.value.value)
+    return docs

@@ -1,0 +1,103 @@
+"""Issue 13's CPU and memory targets, measured as ratios in one run on this machine.
+
+1. The default `run` on the committed 3,200 records: this tree's CPU ÷ a baseline tree's (the
+   code before the scale work: `git worktree add /tmp/base ca8781b`), paired and alternating
+   so both see the same load; target ≤ 0.5.
+2. `run --evaluators all` ÷ the default `run` (this tree, paired); target ≤ 2.
+3. 320,000 synthetic rows ÷ 3,200 synthetic rows (this tree; `bench_scale.make_set`), with
+   peak RSS; targets ≤ 12 and ≤ 400 MiB. `--big` adds 3,200,000 rows (≤ 1 GiB).
+
+CPU is user + system time of the `run` process (`getrusage(RUSAGE_CHILDREN)` of a wrapper), so
+import time counts, as a user pays it. Medians of `--repeat` pairs; ratios are per pair.
+
+Run by hand:  python benchmarks/bench_cpu_targets.py --baseline /tmp/base [--repeat 7] [--big]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_scale import WRAPPER, make_set  # noqa: E402
+
+REC = "recordings/fairness-cards/qwen-v0.1/SmolLM2-135M-Instruct-Q4_1"
+
+
+def run_cpu(tree: Path, args: list[str]) -> dict:
+    """CPU seconds and peak RSS of one `run` of the package in `tree` (its own `fairness`, via PYTHONPATH)."""
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [sys.executable, "-m", "fairness.cli", "run", "--out", out, "--quiet", *args]
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        res = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], cwd=tree, env=env, capture_output=True, text=True,
+                             check=True)
+    data = json.loads(res.stdout)
+    if data["rc"] not in (0, 1, 3):  # gate outcomes; 2 is an error
+        raise SystemExit(f"run failed in {tree} ({data['rc']}): {data['stderr']}")
+    return data
+
+
+def paired(a: tuple[Path, list[str]], b: tuple[Path, list[str]], repeat: int) -> tuple[float, float, list[float]]:
+    """Median CPU of a and of b, and the per-pair ratios b ÷ a, alternating a, b, a, b …"""
+    ca, cb = [], []
+    for _ in range(repeat):
+        ca.append(run_cpu(*a)["cpu"])
+        cb.append(run_cpu(*b)["cpu"])
+    return statistics.median(ca), statistics.median(cb), [y / x for x, y in zip(ca, cb, strict=True)]
+
+
+def row(name: str, a: float, b: float, ratios: list[float], target: str, ok: bool) -> str:
+    spread = f"{min(ratios):.2f}–{max(ratios):.2f}" if len(ratios) > 1 else ""
+    return f"| {name} | {a:.2f} | {b:.2f} | {statistics.median(ratios):.2f} ({spread}) | {target} | {'met' if ok else 'MISSED'} |"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--baseline", type=Path, required=True, help="a checkout of the code before the scale work")
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--big", action="store_true", help="also run 3,200,000 rows (minutes, ~3 GB of disk)")
+    args = ap.parse_args()
+    rows = ["| measure | A: CPU (s) | B: CPU (s) | B ÷ A (median, range) | target | |", "|---|---:|---:|---:|---:|---|"]
+
+    a, b, r = paired((args.baseline, ["--recordings", REC]), (ROOT, ["--recordings", REC]), args.repeat)
+    rows.append(row("default run: A baseline, B this tree", a, b, r, "≤ 0.50", statistics.median(r) <= 0.5))
+    a, b, r = paired((ROOT, ["--recordings", REC]), (ROOT, ["--recordings", REC, "--evaluators", "all"]), args.repeat)
+    rows.append(row("A default run, B `--evaluators all`", a, b, r, "≤ 2.00", statistics.median(r) <= 2.0))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        where = Path(tmp)
+        small = make_set(3_200, where)
+        large = make_set(320_000, where)
+        s_args = ["--suite", str(small[0]), "--recordings", str(small[1])]
+        l_args = ["--suite", str(large[0]), "--recordings", str(large[1])]
+        cs, cl, rss = [], [], []
+        for _ in range(max(1, args.repeat // 3)):
+            cs.append(run_cpu(ROOT, s_args)["cpu"])
+            m = run_cpu(ROOT, l_args)
+            cl.append(m["cpu"])
+            rss.append(m["maxrss_kib"] / 1024)
+        ratios = [y / x for x, y in zip(cs, cl, strict=True)]
+        rows.append(row("A 3,200 rows, B 320,000 rows", statistics.median(cs), statistics.median(cl), ratios, "≤ 12",
+                        statistics.median(ratios) <= 12))
+        rows.append(f"| peak RSS at 320,000 rows | | {max(rss):.0f} MiB | | ≤ 400 MiB | {'met' if max(rss) <= 400 else 'MISSED'} |")
+        if args.big:
+            for p in large[1].iterdir():
+                p.unlink()
+            big = make_set(3_200_000, where)
+            m = run_cpu(ROOT, ["--suite", str(big[0]), "--recordings", str(big[1])])
+            mib = m["maxrss_kib"] / 1024
+            rows.append(f"| 3,200,000 rows: CPU {m['cpu']:.0f} s, peak RSS | | {mib:.0f} MiB | | ≤ 1 GiB | "
+                        f"{'met' if mib <= 1024 else 'MISSED'} |")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
