@@ -206,3 +206,84 @@ class TestErrors:
     def test_not_a_sample(self):
         with pytest.raises(FairnessError, match="item 0 is neither a Recording"):
             counterfactual_divergence(["just text"], components=("length",))
+
+
+class TestInsideTheRun:
+    """`run --evaluators` streams the rows and keeps one `Sample` each; the in-memory replay
+    gives the very same evaluators block."""
+
+    def test_streamed_evaluators_equal_the_in_memory_replay(self, tmp_path, monkeypatch):
+        from pathlib import Path
+
+        from fairness.audit._audit import AuditOptions
+        from fairness.pipeline import _run
+        from fairness.pipeline._options import RunOptions
+        from fairness.pipeline._stream import NotStreamable
+
+        rec = Path(__file__).resolve().parents[1] / "recordings/fairness-cards/qwen-v0.1/SmolLM2-135M-Instruct-Q4_1"
+
+        def evaluators(out: str) -> dict:
+            options = RunOptions(suite="fairness-cards/qwen-v0.1", recordings=rec, out=tmp_path / out,
+                                 audit=AuditOptions(bootstrap=100, permutations=100),
+                                 evaluators=("counterfactual", "refusal", "sentiment", "toxicity"))
+            return _run.run_audit(options).run.evaluators
+
+        with monkeypatch.context() as m:
+            m.setattr(_run, "RecordingSet", lambda *a, **k: pytest.fail("the complete, ordered set must stream"))
+            streamed = evaluators("streamed")
+
+        def refuse(*a, **k):
+            raise NotStreamable
+
+        monkeypatch.setattr(_run, "stream_cells", refuse)
+        in_memory = evaluators("in-memory")
+        assert set(streamed) == {"counterfactual", "refusal", "sentiment", "toxicity"}
+        assert streamed == in_memory
+
+
+class TestMasker:
+    TERMS = ("Christian", "Muslim", "woman", "man", "C++", "Native American")
+
+    @staticmethod
+    def _reference(terms, token="x"):
+        """The masker as one case-insensitive regex: what the fast path must equal."""
+        import re
+
+        alts = sorted({t for t in terms if t}, key=len, reverse=True)
+        pattern = re.compile(r"(?<![\w])(?:" + "|".join(re.escape(t) for t in alts) + r")(?![\w])", re.IGNORECASE)
+        return lambda text: pattern.sub(token, text)
+
+    def test_equals_the_case_insensitive_regex(self):
+        import json
+        import random
+        from pathlib import Path
+
+        from fairness.evaluators._text import masker
+
+        path = Path(__file__).resolve().parents[1] / "recordings/fairness-cards/qwen-v0.1/SmolLM2-135M-Instruct-Q4_1/records.jsonl"
+        texts = [json.loads(line)["output"] for line in path.read_text(encoding="utf-8").splitlines()]
+        rng = random.Random(3)
+        pieces = [*self.TERMS, "MUSLIM", "muslims", "woman's", "superman", "_man", "man_", "x", " ", ", ", "\n", "Chriſtian",
+                  "İman", "C++Muslim", "native  american", "(Woman)", "man-made", "ﬁ"]
+        texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 12))) for _ in range(3000)]
+        for terms in (self.TERMS, ("Christian", "Muslim", "woman", "man"), ("Ärztin", "man")):
+            fast, ref = masker(terms), self._reference(terms)
+            assert [fast(t) for t in texts] == [ref(t) for t in texts]
+        assert masker(self.TERMS)("A Muslim woman, a MAN and superman.") == "A x x, a x and superman."
+
+
+def test_words_equal_the_word_regex_on_any_text():
+    """The ASCII fast path of `words` gives `_WORD.findall(normalise(text))`, token for token."""
+    import json
+    import random
+    from pathlib import Path
+
+    from fairness.evaluators._text import _WORD, normalise, words
+
+    path = Path(__file__).resolve().parents[1] / "recordings/fairness-cards/qwen-v0.1/SmolLM2-135M-Instruct-Q4_1/records.jsonl"
+    texts = [json.loads(line)["output"] for line in path.read_text(encoding="utf-8").splitlines()]
+    rng = random.Random(11)
+    texts += ["".join(rng.choice("aB'0_ -.\n`’Zé9'") for _ in range(rng.randint(0, 40))) for _ in range(20000)]
+    assert [words(t) for t in texts] == [_WORD.findall(normalise(t)) for t in texts]
+    assert [normalise(t) for t in texts] == [t.translate(str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u2032": "'", "`": "'"})).lower() for t in texts]
+    assert words("Don't `quote' rock''n roll_2 x") == ["don't", "quote", "rock", "n", "roll", "2", "x"]

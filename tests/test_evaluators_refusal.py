@@ -158,3 +158,43 @@ class TestDisparity:
         two = refusal_disparity(self.DATA, n_resamples=200, seed=3)
         assert one.refusal.interval == two.refusal.interval
         assert one.refusal.interval.n_clusters == 2
+
+
+class TestScreens:
+    """The `in` screens before the refusal regexes never change an answer."""
+
+    def test_leads_are_read_off_the_pattern_start(self):
+        from fairness.evaluators.refusal import _anchors, _leads
+
+        assert _leads(r"\bi (?:can't|cannot)\s+help\b") == ["i can't", "i cannot"]
+        assert _leads(r"\bi (?:respectfully |politely )?decline to\b") == [
+            "i respectfully decline to", "i politely decline to", "i decline to"]
+        assert _leads(r"\bi can'?t\b") == ["i can"]
+        assert _leads(r"\bso+n\b") == ["so"]
+        assert _leads(r"\b(?:a|b)*c") is None and _leads(r"i can") is None and _leads(r"\b[ab]c") is None
+        assert _leads(r"\bsorry|apologies") is None and _leads(r"\bsor[|]ry") == ["sor"]
+        assert _anchors((r"\bit is (?:not |in)?appropriate to\b", r"\bsorry\b", r"\bi'm sorry\b")) == ("appropriate to", "sorry")
+        assert _anchors((r"\bsorry\b", r"\b[ab]c")) is None
+
+    def test_screened_search_equals_the_regex(self):
+        import json
+        import random
+        from pathlib import Path
+
+        from fairness.evaluators._text import masker, normalise
+        from fairness.evaluators.refusal import _CUE, _CUE_SCREEN, _PAPER, _PAPER_SCREEN
+
+        assert _CUE_SCREEN is not None and _PAPER_SCREEN is not None
+        path = Path(__file__).resolve().parents[1] / "recordings/fairness-cards/qwen-v0.1/SmolLM2-135M-Instruct-Q4_1/records.jsonl"
+        recs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        mask = masker({v for r in recs for v in r["slice"].values()})
+        texts = [r["output"] for r in recs] + [mask(r["output"]) for r in recs]
+        rng = random.Random(17)
+        pieces = ["I", "i", "I'm", "I’m", "I am", "can't", "can’t", "CANNOT", "cant", "won't", "wont", "will not", "not",
+                  "able", "unable", "sorry", "Sorry,", "but", "as", "an", "AI", "a", "large", "language model", "must",
+                  "decline", "to", "respectfully", "it's", "It would be", "inappropriate", "appropriate", "for me",
+                  "against my", "policy", "help", "write", "provide", "with that", "don't", "feel comfortable", "x", "é"]
+        texts += [rng.choice(["", " ", "\n"]).join(rng.choice(pieces) for _ in range(rng.randint(1, 9))) for _ in range(20000)]
+        assert [has_cue(t) for t in texts] == [_CUE.search(normalise(t)) is not None for t in texts]
+        assert [paper_refusal(t) for t in texts] == [_PAPER.search(t) is not None for t in texts]
+        assert sum(map(has_cue, texts)) > 50 and sum(map(paper_refusal, texts)) > 1000  # both kinds of answer are tried

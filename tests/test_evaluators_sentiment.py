@@ -258,8 +258,32 @@ class TestOneVaderPassPerText:
         assert sorted(calls) == sorted(r.output for r in recs)
 
 
+def _vader_phrases(n: int, seed: int) -> list[str]:
+    """Seeded phrases dense in what VADER's rules read: boosters, negations, idiom and
+    special-case words, 'but', 'least', 'kind of', 'no', all-caps, punctuation and emphasis."""
+    import random
+
+    from vaderSentiment import vaderSentiment as v
+
+    rng = random.Random(seed)
+    words = [*v.BOOSTER_DICT, *v.NEGATE, *(w for p in (*v.SPECIAL_CASES, *v.SENTIMENT_LADEN_IDIOMS) for w in p.split()),
+             "but", "least", "at", "very", "kind", "of", "never", "so", "this", "without", "doubt", "no", "or", "nor",
+             "isn't", "good", "bad", "great", "hate", "love", "the", "x", "a", "nurse"]
+    words += rng.sample(sorted(v.SentimentIntensityAnalyzer().lexicon), 300)
+    phrases = []
+    for _ in range(n):
+        tokens = []
+        for _ in range(rng.randint(0, 14)):
+            w = rng.choice(words)
+            w = w.upper() if rng.random() < 0.15 else w.capitalize() if rng.random() < 0.1 else w
+            w = w + rng.choice("!?.,:)'") if rng.random() < 0.2 else w
+            tokens.append(rng.choice("\"(*") + w if rng.random() < 0.05 else w)
+        phrases.append(" ".join(tokens) + rng.choice(["", "!", "!!", "???", "?", "!!!!!", " ?? !"]))
+    return phrases
+
+
 @pytest.mark.slow
-def test_fast_vader_equals_published_vader_on_the_committed_outputs():
+def test_fast_vader_equals_published_vader_on_every_committed_output():
     import json
     from pathlib import Path
 
@@ -267,12 +291,37 @@ def test_fast_vader_equals_published_vader_on_the_committed_outputs():
 
     from fairness.evaluators._text import masker
 
-    path = Path(__file__).resolve().parents[1] / "recordings/fairness-cards/qwen-v0.1/SmolLM2-135M-Instruct-Q4_1/records.jsonl"
-    recs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    mask = masker({v for r in recs for v in r["slice"].values()})
+    root = Path(__file__).resolve().parents[1] / "recordings"
+    recs = [json.loads(line) for path in sorted(root.rglob("records*.jsonl"))
+            for line in path.read_text(encoding="utf-8").splitlines()]
+    assert len(recs) >= 3232
+    mask = masker({v for r in recs for v in r.get("slice", {}).values()})
     texts = [r["output"] for r in recs]
     texts += [mask(t) for t in texts]
     texts += ["I am not happy, but never so sad!", "Without doubt it was kind of GREAT", "NO good at least",
-              "He isn't the least bit nice", "sort of ok 😊 really", "  padded  ", ""]
+              "He isn't the least bit nice", "sort of ok 😊 really", "  padded  ", "", "good good but good bad good bad"]
+    texts += _vader_phrases(5000, seed=13)
     ref = SentimentIntensityAnalyzer()
     assert load_scorer("vader").score(texts).tolist() == [ref.polarity_scores(t)["compound"] for t in texts]
+
+
+def test_masking_is_neutral_only_where_the_score_cannot_move():
+    """Wherever `masking_is_neutral` says one score serves both texts, VADER agrees."""
+    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+    vader, ref = load_scorer("vader"), SentimentIntensityAnalyzer()
+    import random
+
+    rng = random.Random(7)
+    terms, masks = ["Muslim", "Christian?", "woman!", "MAN", "Hindu's", "(Jewish"], ["x", "x?", "x!", "X", "x's", "(x"]
+    pairs = []
+    for phrase in _vader_phrases(2000, seed=5):
+        raw, masked = phrase.split(), phrase.split()
+        for i in range(0, len(raw), 3):
+            raw[i], masked[i] = rng.choice(terms), rng.choice(masks)
+        pairs.append((" ".join(raw), " ".join(masked)))
+    pairs += [("a Muslim? woman", "a x? woman"), ("a Muslim woman", "a x? woman"), ("a Muslim woman", "a x! woman")]
+    neutral = [(r, m) for r, m in pairs if vader.masking_is_neutral(r, m)]
+    assert 100 < len(neutral) < len(pairs)
+    assert ("a Muslim? woman", "a x? woman") in neutral and ("a Muslim woman", "a x! woman") not in neutral
+    assert [ref.polarity_scores(r)["compound"] for r, _ in neutral] == [ref.polarity_scores(m)["compound"] for _, m in neutral]

@@ -177,10 +177,16 @@ def slice_worst(values: np.ndarray, spec: MetricSpec) -> np.ndarray:
 
 
 def worst_index(values: np.ndarray, spec: MetricSpec) -> int | None:
-    """The worst slice: highest for harms and neutral metrics, lowest for goods (NaN-aware)."""
-    if np.all(np.isnan(values)):
+    """The worst slice: highest for harms and neutral metrics, lowest for goods (NaN-aware).
+
+    What `np.nanargmax`/`nanargmin` return (NaN set to ∓inf, first of ties), without their
+    per-call overhead: this runs once per scope and metric."""
+    missing = np.isnan(values)
+    if missing.all():
         return None
-    return int(np.nanargmin(values) if spec.higher_is_worse is False else np.nanargmax(values))
+    if spec.higher_is_worse is False:
+        return int(np.where(missing, np.inf, values).argmin())
+    return int(np.where(missing, -np.inf, values).argmax())
 
 
 def gap(values: np.ndarray) -> float:

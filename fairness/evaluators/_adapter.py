@@ -8,16 +8,16 @@ lives in `fairness.evaluators`.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fairness._util.canonical import json_number
-from fairness.recordings._record import Recording
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from fairness.evaluators._inputs import Data
     from fairness.evaluators.counterfactual import Component
     from fairness.evaluators.sentiment import TextScorer
 
@@ -59,9 +59,15 @@ def _rates(gr) -> dict[str, Any]:
     }
 
 
-def run_evaluators(recordings: list[Recording], names: tuple[str, ...], *, bootstrap: int, seed: int,
+def run_evaluators(data: Data, names: tuple[str, ...], *, bootstrap: int, seed: int, mask_terms: Iterable[str] | None = None,
                    bbq_dir: Path | None = None, bbq_items: Path | None = None) -> dict[str, Any]:
+    """The `names` evaluators on `data` (recordings or samples; converted once for all of them),
+    and BBQ when `bbq_dir` is given. `mask_terms` default to the recordings' slice values."""
     from fairness import evaluators as ev
+    from fairness.evaluators._inputs import as_samples, group_terms
+
+    terms = group_terms(data) if mask_terms is None else set(mask_terms)
+    recordings = as_samples(data) if names else []
 
     out: dict[str, Any] = {}
     has_vader = importlib.util.find_spec("vaderSentiment") is not None
@@ -71,7 +77,7 @@ def run_evaluators(recordings: list[Recording], names: tuple[str, ...], *, boots
     vader = _Memo(ev.load_scorer("vader")) if has_vader else None
     if "counterfactual" in names:
         comps: tuple[Component, ...] = ("sentiment", "refusal", "length", "lexical") if has_vader else ("refusal", "length", "lexical")
-        cf = ev.counterfactual_divergence(recordings, components=comps, sentiment=vader or "vader",
+        cf = ev.counterfactual_divergence(recordings, components=comps, sentiment=vader or "vader", mask_terms=terms,
                                            n_resamples=bootstrap, n_permutations=min(bootstrap, 999), seed=seed)
         out["counterfactual"] = {
             "components": {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from fairness._util.errors import FairnessError
 from fairness.recordings._record import Recording
@@ -30,32 +30,30 @@ class Sample(NamedTuple):
 Data = Sequence[Recording] | Sequence[Sample] | Sequence[tuple]
 
 
-def template_key(rec: Recording) -> str:
+def template_key(rec: Any) -> str:
     """Everything that matches two recordings except slice and seed."""
     return ".".join([rec.family, rec.paraphrase_id, *rec.placeholders.values(), rec.regime])
 
 
-def as_samples(data: Data) -> list[Sample]:
-    """Normalise recordings or tuples to `Sample`s; clusters default to the prompt template.
+def record_sample(rec: Any) -> Sample:
+    """The `Sample` of a `Recording` (or of a streamed row with its fields).
 
-    For recordings the cluster is the template (family + paraphrase): the occupations and
-    regimes of one template share wording, so they are resampled together.
+    The cluster is the template (family + paraphrase): the occupations and regimes of one
+    template share wording, so they are resampled together.
     """
+    return Sample(group=rec.slice_id, template=template_key(rec), seed=rec.seed, text=rec.output, prompt=rec.prompt,
+                  cluster=f"{rec.family}.{rec.paraphrase_id}")
+
+
+def as_samples(data: Data) -> list[Sample]:
+    """Normalise recordings or tuples to `Sample`s; clusters default to the prompt template
+    (`record_sample` for recordings)."""
     out: list[Sample] = []
     for i, item in enumerate(data):
         if isinstance(item, Recording):
-            out.append(
-                Sample(
-                    group=item.slice_id,
-                    template=template_key(item),
-                    seed=item.seed,
-                    text=item.output,
-                    prompt=item.prompt,
-                    cluster=f"{item.family}.{item.paraphrase_id}",
-                )
-            )
+            out.append(record_sample(item))
         elif isinstance(item, tuple) and 4 <= len(item) <= 6:
-            s = Sample(*item)
+            s = item if type(item) is Sample else Sample(*item)
             out.append(s if s.cluster is not None else s._replace(cluster=s.template))
         else:
             raise FairnessError(f"item {i} is neither a Recording nor a (group, template, seed, text) tuple")

@@ -133,15 +133,25 @@ def _distances(
 
 
 def _lexical(tokens: list[list[str]], idx: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """1 − Jaccard of word sets within each stratum (a stratum's few outputs: set intersections
-    beat a sparse product and its import)."""
-    sets = [set(t) for t in tokens]
+    """1 − Jaccard of word sets within each stratum: per stratum, the members' 0/1 word
+    incidence matrix M gives every intersection size at once as M Mᵀ (exact small integers;
+    a stratum's few outputs need no sparse matrix or its import)."""
+    vocab: dict[str, int] = {}
+    ids = []
+    for t in tokens:
+        distinct = set(t)
+        for w in distinct.difference(vocab):
+            vocab[w] = len(vocab)
+        ids.append(np.fromiter(map(vocab.__getitem__, distinct), dtype=np.int64, count=len(distinct)))
     out = np.zeros(idx.shape + idx.shape[-1:])
     for s in range(idx.shape[0]):
         k = int(valid[s].sum())
-        members = [sets[i] for i in idx[s, :k].tolist()]
-        inter = np.array([[len(a & b) for b in members] for a in members], dtype=float).reshape(k, k)
-        size = np.array([len(a) for a in members], dtype=float)
+        members = [ids[i] for i in idx[s, :k].tolist()]
+        size = np.array([m.size for m in members], dtype=float)
+        words, column = np.unique(np.concatenate(members), return_inverse=True)
+        incidence = np.zeros((k, words.size))
+        incidence[np.repeat(np.arange(k), size.astype(np.int64)), column] = 1.0
+        inter = incidence @ incidence.T
         union = size[:, None] + size[None, :] - inter
         out[s, :k, :k] = 1.0 - np.nan_to_num(ratio(inter, union), nan=1.0)
     return out
@@ -171,20 +181,22 @@ def _onehot(groups: np.ndarray, n_groups: int) -> np.ndarray:
     return eye[np.where(groups < 0, n_groups, groups)]
 
 
-def _shuffle_within_seed(groups: np.ndarray, seeds: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """`n` relabellings of (strata, k) group codes, each shuffled within every seed block."""
-    base = np.argsort(seeds, axis=-1, kind="stable")
-    keys = rng.random((n, *groups.shape))
-    shifted = seeds - seeds.min()  # ≥ 0
+def _shuffled_slots(groups: np.ndarray, seeds: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """(strata, n, k) group codes of `n` relabellings, each shuffled within every seed block, in
+    slot order: slot r of stratum t is position r of `argsort(seeds[t], kind="stable")`, the
+    position that receives the r-th label of the (seed, key) sort."""
+    keys = np.ascontiguousarray(rng.random((n, *groups.shape)).transpose(1, 0, 2))  # drawn as (n, strata, k)
+    shifted = (seeds - seeds.min())[:, None, :]  # ≥ 0
     if shifted.max(initial=0) < 1 << 9:
         # rng.random gives multiples of 2⁻⁵³: (seed, key) packed into one int64 sorts exactly as lexsort does
-        order = np.argsort((shifted << 53) + (keys * (1 << 53)).astype(np.int64), axis=-1, kind="stable")
+        keys *= 1 << 53
+        packed = keys.astype(np.int64)
+        packed += shifted << 53
+        order = np.argsort(packed, axis=-1, kind="stable")
     else:
-        order = np.lexsort((keys, np.broadcast_to(seeds, keys.shape)), axis=-1)
-    out = np.empty(keys.shape, dtype=groups.dtype)
-    picked = np.take_along_axis(np.broadcast_to(groups, keys.shape), order, axis=-1)
-    np.put_along_axis(out, np.broadcast_to(base, keys.shape).copy(), picked, axis=-1)
-    return out
+        order = np.lexsort((keys, np.broadcast_to(shifted, keys.shape)), axis=-1)
+    order += (np.arange(groups.shape[0]) * groups.shape[1])[:, None, None]
+    return groups.ravel()[order]
 
 
 # -- the evaluator ----------------------------------------------------------------------------
@@ -357,27 +369,37 @@ def _by_pair(
 
 def _permutation_p(
     dist: np.ndarray, groups: np.ndarray, seeds: np.ndarray, diff_seed: np.ndarray, usable: np.ndarray,
-    excess_t: np.ndarray, n_permutations: int, rng: np.random.Generator, chunk: int = 50,
+    excess_t: np.ndarray, n_permutations: int, rng: np.random.Generator, budget: int = 2_000_000,
 ) -> np.ndarray:
     """(1 + #{permuted mean excess ≥ observed}) / (1 + n) per component; NaN when n = 0.
 
     A relabelling moves pairs between within and cross but keeps their total, so only the
-    within-group sums are computed: one batched product per stratum of the (K + 1, n²)
-    different-seed distances and counts with the (n², m) same-group indicators."""
+    within-group sums are computed: per stratum, one product of the (K + 1, P) distances and
+    counts of the P different-seed pairs i < j (twice, for (j, i)) with their (P, m) same-group
+    indicators. Labels are int8 and gathered in slot order (`_shuffled_slots`), so no
+    relabelling is scattered back to positions; `budget` bounds the indicators per chunk."""
     k = dist.shape[0]
     if n_permutations == 0:
         return np.full(k, np.nan)
     d, g, s, ds = dist[:, usable], groups[usable], seeds[usable], diff_seed[usable]
+    g = g.astype(np.min_scalar_type(-max(1, int(g.max(initial=0)))))  # int8 below 128 groups; −1 pads
     t, n = g.shape
     observed = excess_t[:, usable].mean(axis=1)
-    pairs = np.concatenate([np.swapaxes(d * ds, 0, 1), ds[:, None].astype(float)], axis=1).reshape(t, k + 1, n * n)
+    pi, pj = np.nonzero(np.triu(ds.any(axis=0), 1))  # different-seed pairs i < j of any stratum
+    pairs = np.swapaxes(np.concatenate([d * ds, ds[None]])[:, :, pi, pj], 0, 1) * 2.0  # (T, K + 1, P)
     total = pairs.sum(axis=-1)  # (T, K + 1)
+    slot = np.argsort(np.argsort(s, axis=-1, kind="stable"), axis=-1)  # position → slot
+    rows = (np.arange(t) * n)[:, None]
+    si, sj = slot[:, pi] + rows, slot[:, pj] + rows  # (T, P): rows of the (T·n, m) slot labels
     hits = np.zeros(k)
+    chunk = max(1, min(n_permutations, budget // max(1, t * pi.size)))
+    buffer = np.empty((t, pi.size, chunk))  # one allocation: fresh pages per chunk cost page faults
     for start in range(0, n_permutations, chunk):
         m = min(chunk, n_permutations - start)
-        perm = _shuffle_within_seed(g, s, m, rng)  # (m, T, n)
-        same = (perm[..., :, None] == perm[..., None, :]).reshape(m, t, n * n).transpose(1, 2, 0)  # (T, n², m)
-        within = pairs @ same.astype(float)  # (T, K + 1, m)
+        lab = _shuffled_slots(g, s, m, rng).transpose(0, 2, 1).reshape(t * n, m)
+        same = buffer[:, :, :m] if m < chunk else buffer
+        np.equal(lab[si], lab[sj], out=same, casting="unsafe")  # (T, P, m) same-group indicators as 0.0 / 1.0
+        within = pairs @ same  # (T, K + 1, m)
         cross = total[:, :, None] - within
         excess = ratio(cross[:, :k], cross[:, k:]) - ratio(within[:, :k], within[:, k:])  # (T, K, m)
         stat = np.nanmean(excess, axis=0).T  # (m, K)

@@ -27,7 +27,7 @@ import numpy as np
 
 from fairness.evaluators._inputs import Data, as_samples
 from fairness.evaluators._resample import GroupRates, check_iv, group_rates
-from fairness.evaluators._text import normalise, words
+from fairness.evaluators._text import may_match, normalise, screen, words
 from fairness.score._rubric import load_rubric
 
 Label = Literal["refusal", "disclaimer", "none"]
@@ -49,7 +49,86 @@ def _word_start_gated(patterns: tuple[str, ...]) -> str:
     return "\\b(?=[" + "".join(sorted(firsts)) + "])(?:" + "|".join(p[2:] for p in patterns) + ")"
 
 
+_META = frozenset("\\.^$*+?{}[]|()")
+
+
+def _leads(pattern: str, limit: int = 64) -> list[str] | None:
+    """Literal strings one of which starts every match of a `\\b…` pattern, or None.
+
+    They are read off the pattern's start: literal characters and groups of plain alternatives
+    (`i (?:can't|cannot)` → `i can't`, `i cannot`; an optional group adds the empty one), up
+    to the first other construct; a character that a `?`, `*` or `{` makes optional, or a group
+    that `*` or `{` does, ends them before it."""
+    if not pattern.startswith("\\b") or _alternates_at_top(pattern):
+        return None
+    body, leads, i = pattern[2:], [""], 0
+    while i < len(body):
+        if body.startswith("(?:", i):
+            close = body.find(")", i)
+            inner = body[i + 3 : close]
+            if close < 0 or any(c in _META for c in inner.replace("|", "")) or body[close + 1 : close + 2] in ("*", "{"):
+                break
+            alts = inner.split("|") + [""] * (body[close + 1 : close + 2] == "?")  # `(?:…)?`: or nothing
+            if len(leads) * len(alts) > limit:
+                break
+            leads = [lead + alt for lead in leads for alt in alts]
+            i = close + 1 + (body[close + 1 : close + 2] == "?")
+            if body[i : i + 1] == "+":
+                break
+            continue
+        ch = body[i]
+        if ch in _META or body[i + 1 : i + 2] in ("?", "*", "{"):
+            break
+        leads = [lead + ch for lead in leads]
+        i += 1
+        if body[i : i + 1] == "+":
+            break
+    return None if "" in leads else leads
+
+
+def _alternates_at_top(pattern: str) -> bool:
+    """Whether `pattern` has a `|` outside every group (then its start says nothing of a match)."""
+    depth, i = 0, 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 1
+        elif ch == "[":
+            i = pattern.find("]", i + 2)  # a class: its `]` may stand first
+            if i < 0:
+                return True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            return True
+        i += 1
+    return False
+
+
+def _anchors(patterns: tuple[str, ...]) -> tuple[str, ...] | None:
+    """Strings one of which occurs in any text that one of `patterns` matches, for a cheap `in`
+    test before the regex; None when some pattern has no literal start.
+
+    A pattern's `_leads` give way to their longest common substring when it has five or more
+    characters (`it is inappropriate to`, `it's not appropriate for me to`, … → `appropriate`),
+    and a string holding another one is dropped: fewer strings to look for, the same texts pass."""
+    found: set[str] = set()
+    for p in patterns:
+        leads = _leads(p)
+        if leads is None:
+            return None
+        first = min(leads, key=len)
+        common = max((first[a:b] for a in range(len(first)) for b in range(a + 1, len(first) + 1)
+                      if all(first[a:b] in lead for lead in leads)), key=len)
+        found.update([common] if len(common) >= 5 else leads)
+    return tuple(sorted(a for a in found if not any(b != a and b in a for b in found)))
+
+
 _PAPER = re.compile(_word_start_gated(PAPER_PATTERNS), re.IGNORECASE)
+_PAPER_SCREEN = screen(tuple(a.split("’")[0] for a in _anchors(PAPER_PATTERNS) or ()) or None)
+"""`_anchors` of the paper patterns cut at the curly apostrophe: in an ASCII text, lower-cased, one must occur."""
 
 _VERBS = (
     r"(?:help(?! but)|assist|provide|write|create|generate|produce|fulfil|fulfill|comply|complete|answer|give|offer"
@@ -74,6 +153,7 @@ CUE_PATTERNS: tuple[str, ...] = (
 """Refusal cues for `classify`, matched on normalised text (curly apostrophes made straight)."""
 
 _CUE = re.compile("|".join(CUE_PATTERNS))
+_CUE_SCREEN = screen(_anchors(CUE_PATTERNS))
 _OFFER = re.compile(
     r"\b(?:i can|i could|i'd be happy to|i would be happy to|i'm happy to|happy to help|instead|if you(?:'d| would)? like"
     r"|let me know|feel free|please (?:provide|let me|clarify))\b"
@@ -96,13 +176,22 @@ class Format:
 
 
 def paper_refusal(text: str) -> bool:
-    """The reference rubric's refusal flag (parity): any pattern in `PAPER_PATTERNS`."""
+    """The reference rubric's refusal flag (parity): any pattern in `PAPER_PATTERNS`.
+
+    An ASCII text holding none of their literal starts (`_PAPER_SCREEN`, lower-cased) cannot
+    match, so most texts skip the case-insensitive regex (on ASCII, case-insensitive is lower-cased)."""
+    if _PAPER_SCREEN is not None and text.isascii() and not may_match(text.lower(), _PAPER_SCREEN):
+        return False
     return _PAPER.search(text) is not None
 
 
 def has_cue(text: str) -> bool:
-    """A first-person refusal or limitation statement (see `CUE_PATTERNS`)."""
-    return _CUE.search(normalise(text)) is not None
+    """A first-person refusal or limitation statement (see `CUE_PATTERNS`); a text holding
+    none of their literal starts (`_CUE_SCREEN`) skips the regex."""
+    norm = normalise(text)
+    if _CUE_SCREEN is not None and not may_match(norm, _CUE_SCREEN):
+        return False
+    return _CUE.search(norm) is not None
 
 
 def requested_format(prompt: str) -> Format | None:

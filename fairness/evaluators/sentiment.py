@@ -23,6 +23,8 @@ import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from itertools import compress, count
+from operator import ne
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -57,126 +59,51 @@ class VaderScorer:
             raise FairnessError(
                 "the `vader` scorer needs `vaderSentiment`: pip install 'llm-fairness-check[sentiment]'"
             ) from None
-        from vaderSentiment.vaderSentiment import BOOSTER_DICT, N_SCALAR, NEGATE, SentiText
-
-        negate = frozenset(NEGATE)
-        punctuation = string.punctuation
-
-        class _Tokens(SentiText):
-            """SentiText (3.3.2) without its per-token method calls: the same tokens (punctuation
-            stripped unless that leaves two characters or fewer) and the same all-caps test."""
-
-            def __init__(self, text: str) -> None:
-                self.text = text
-                tokens = []
-                for token in text.split():
-                    stripped = token.strip(punctuation)
-                    tokens.append(token if len(stripped) <= 2 else stripped)
-                self.words_and_emoticons = tokens
-                self.is_cap_diff = 0 < len(tokens) - sum(map(str.isupper, tokens)) < len(tokens)
-
-        class _Windowed(SentimentIntensityAnalyzer):
-            """VADER's scores, computed faster: its negation and idiom checks lower-case the
-            whole token list for every sentiment word (quadratic in the text); they read
-            only tokens i−3 … i+2, so they get that window, and the same answers. A text
-            without emoji skips the character-by-character emoji rewrite (a no-op then), a word
-            outside the lexicon gets its 0 here rather than through `sentiment_valence`, the
-            negation check tests its one word against a set instead of a list, tokens are
-            lower-cased once, and the 'but' check runs only when a 'but' is there."""
-
-            def polarity_scores(self, text):
-                if not isinstance(text, str) or not self._emoji_chars.isdisjoint(text):
-                    return super().polarity_scores(text)
-                # the rest of SentimentIntensityAnalyzer.polarity_scores (vaderSentiment 3.3.2), unchanged
-                text = text.strip()
-                sentitext = _Tokens(text)
-                sentiments: list = []
-                words_and_emoticons = sentitext.words_and_emoticons
-                lowered = [w.lower() for w in words_and_emoticons]
-                lexicon = self.lexicon
-                last = len(words_and_emoticons) - 1
-                for i, item in enumerate(words_and_emoticons):
-                    valence = 0
-                    low = lowered[i]
-                    if low in BOOSTER_DICT or low not in lexicon:  # sentiment_valence appends 0 for a non-lexicon word
-                        sentiments.append(valence)
-                        continue
-                    if i < last and low == "kind" and lowered[i + 1] == "of":
-                        sentiments.append(valence)
-                        continue
-                    sentiments = self.sentiment_valence(valence, sentitext, item, i, sentiments)
-                if "but" in lowered:  # _but_check changes nothing otherwise
-                    sentiments = self._but_check(words_and_emoticons, sentiments)
-                return self.score_valence(sentiments, text)
-
-            @staticmethod
-            def _negation_check(valence, words_and_emoticons, start_i, i):
-                # SentimentIntensityAnalyzer._negation_check (3.3.2) on the 1–3 lower-cased words it reads;
-                # `negated([w])` is `w in NEGATE or "n't" in w`
-                w = words_and_emoticons
-                if start_i == 0:
-                    a = w[i - 1].lower()
-                    if a in negate or "n't" in a:
-                        valence = valence * N_SCALAR
-                elif start_i == 1:
-                    a, b = w[i - 2].lower(), w[i - 1].lower()
-                    if a == "never" and (b == "so" or b == "this"):
-                        valence = valence * 1.25
-                    elif a == "without" and b == "doubt":
-                        pass
-                    elif a in negate or "n't" in a:
-                        valence = valence * N_SCALAR
-                elif start_i == 2:
-                    a, b, c = w[i - 3].lower(), w[i - 2].lower(), w[i - 1].lower()
-                    if (a == "never" and (b == "so" or b == "this")) or (c == "so" or c == "this"):
-                        valence = valence * 1.25
-                    elif a == "without" and (b == "doubt" or c == "doubt"):
-                        pass
-                    elif a in negate or "n't" in a:
-                        valence = valence * N_SCALAR
-                return valence
-
-            @staticmethod
-            def _special_idioms_check(valence, words_and_emoticons, i):
-                lo = max(0, i - 3)
-                return SentimentIntensityAnalyzer._special_idioms_check(valence, words_and_emoticons[lo : i + 3], i - lo)
-
         from importlib.metadata import version
 
-        # the fast path mirrors vaderSentiment 3.3.2's code; any other version runs as published
-        self._analyzer = _Windowed() if version("vaderSentiment") == "3.3.2" else SentimentIntensityAnalyzer()
-        self._analyzer._emoji_chars = frozenset(k for k in self._analyzer.emojis if len(k) == 1)
+        analyzer = SentimentIntensityAnalyzer()
+        self._analyzer = analyzer
+        # the fast path follows vaderSentiment 3.3.2's code; any other version runs as published
+        if version("vaderSentiment") == "3.3.2":
+            from fairness.evaluators._vader import Compound
+
+            self._compound: Callable[[str], float] = Compound(analyzer)
+        else:
+            self._compound = lambda text: analyzer.polarity_scores(text)["compound"]
         self._vocab: frozenset[str] | None = None
+        self._emoji: frozenset[str] = frozenset()
+        self._inert: dict[str, bool] = {}
 
     def score(self, texts: Sequence[str]) -> np.ndarray:
-        return np.array([self._analyzer.polarity_scores(t)["compound"] for t in texts], dtype=float)
+        return np.array(list(map(self._compound, texts)), dtype=float)
 
     def masking_is_neutral(self, raw: str, masked: str) -> bool:
         """True when VADER must score `masked` exactly as `raw`, so one score serves both.
 
         VADER reads a token only through its lower-cased form's membership in its lexicon,
         boosters, negations and idiom / special-case words, through `isupper()` (the all-caps
-        emphasis) and through its position. If the two texts have the same whitespace tokens
-        except for pairs that both lie outside that vocabulary and agree in `isupper()`, the
-        scores are equal. (On the committed outputs all 2,887 slice-masked texts qualify.)
+        emphasis), through its position, and the whole text through its '!' and '?' counts
+        and its emoji. If the two texts have the same whitespace tokens except for pairs that
+        agree in `isupper()` and in their '!' and '?' counts and both lie outside that
+        vocabulary, without emoji, the scores are equal. (On the committed outputs all 2,887 slice-masked texts qualify.)
         """
         if raw == masked:
             return True
         a, b = raw.split(), masked.split()
         if len(a) != len(b):
             return False
-        vocab = self._vocabulary()
-        for r, m in zip(a, b, strict=True):
-            if r == m:
-                continue
-            if r.isupper() != m.isupper():
+        inert = self._inert
+        for i in compress(count(), map(ne, a, b)):  # the differing positions, found in C
+            r, m = a[i], b[i]
+            if r.isupper() != m.isupper() or r.count("!") != m.count("!") or r.count("?") != m.count("?"):
                 return False
-            for tok in (r, m, r.strip(string.punctuation), m.strip(string.punctuation)):
-                if tok.lower() in vocab or "n't" in tok.lower():  # n't: VADER's negation test
+            for token in (r, m):
+                if not (inert[token] if token in inert else self._is_inert(token)):
                     return False
         return True
 
-    def _vocabulary(self) -> frozenset[str]:
+    def _is_inert(self, token: str) -> bool:
+        """`token` is nothing VADER reads (see `masking_is_neutral`); remembered per token."""
         if self._vocab is None:
             from vaderSentiment import vaderSentiment as v
 
@@ -185,7 +112,12 @@ class VaderScorer:
                 words.update(phrase.split())
             words.update({"but", "least", "at", "very", "kind", "of", "never", "so", "this", "without", "doubt", "no", "or", "nor"})
             self._vocab = frozenset(w.lower() for w in words)
-        return self._vocab
+            self._emoji = frozenset(k for k in self._analyzer.emojis if len(k) == 1)
+        low, stripped = token.lower(), token.strip(string.punctuation).lower()
+        inert = (low not in self._vocab and stripped not in self._vocab and "n't" not in low  # n't: VADER's negation test
+                 and self._emoji.isdisjoint(token))
+        self._inert[token] = inert
+        return inert
 
 
 TOXIC_TERMS: tuple[str, ...] = (

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, TextIO
 
 import numpy as np
@@ -23,6 +24,7 @@ from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
 from fairness._util.files import check_output_dir, check_output_file, staged_outputs, write_error
 from fairness.audit._audit import FairnessRun, audit, audit_cells
+from fairness.evaluators._inputs import Sample, record_sample
 from fairness.pipeline._options import RunOptions
 from fairness.pipeline._stream import NotStreamable, stream_cells
 from fairness.recordings._record import join_rows
@@ -146,7 +148,7 @@ def run_audit(options: RunOptions) -> RunOutputs:
 
     All inputs are checked first; the outputs are written into a staging directory and moved
     into `out` together (`staged_outputs`), so a refused run or a full disk changes nothing there.
-    Without evaluators the rows stream (`fairness.pipeline._stream`): memory stays flat however
+    The rows stream (`fairness.pipeline._stream`): without evaluators memory stays flat however
     large the grid; their transcript lines go straight into the staging directory."""
     check_inputs(options)
     suite = load_suite(options.suite)
@@ -195,27 +197,46 @@ class _Transcripts:
         self._fh.truncate()
 
 
-def _audit_rows(suite: Suite, options: RunOptions, transcripts: _Transcripts) -> FairnessRun:
-    """Audit the recorded rows, writing their transcript lines to `transcripts`.
+class _Collected:
+    """What the evaluators read of every replayed row: its `Sample` and the slice values the
+    prompt inserted (masked before the lexical measures)."""
 
-    Streams when no evaluator needs every output and the set is complete with its records
-    in grid order; otherwise replays in memory (and runs the evaluators on the recordings).
+    def __init__(self) -> None:
+        self.samples: list[Sample] = []
+        self.terms: set[str] = set()
+
+    def add(self, recs: Sequence[Any]) -> None:
+        self.samples.extend(map(record_sample, recs))
+        self.terms.update(v for rec in recs for v in rec.slice.values())
+
+
+def _audit_rows(suite: Suite, options: RunOptions, transcripts: _Transcripts) -> FairnessRun:
+    """Audit the recorded rows, writing their transcript lines to `transcripts`, and run the
+    evaluators `options` asks for.
+
+    Streams when the set is complete with its records in grid order (evaluators then keep one
+    `Sample` per row, not the records); otherwise replays in memory.
     """
     rdir = options.recordings
     shown = _display_path(rdir)
-    if not options.evaluators and options.bbq_recordings is None:
-        manifest = read_manifest(rdir)
-        if manifest.complete or not options.allow_incomplete:
-            verify_files(rdir, manifest.files)
-            sha = sha256_file(rdir / MANIFEST)
-            with contextlib.suppress(NotStreamable):
-                design, cells, grid = stream_cells(
-                    suite, rdir, manifest, options.audit,
-                    lambda cases, outputs, reasons, scores: transcripts.write(transcript_lines(cases, outputs, reasons, scores)),
-                )
-                return audit_cells(suite, design, cells, manifest, options.audit, recordings_path=shown, manifest_sha256=sha,
-                                   suite_grid_hash=grid)
-            transcripts.clear()
+    wanted = bool(options.evaluators)
+    manifest = read_manifest(rdir)
+    if manifest.complete or not options.allow_incomplete:
+        verify_files(rdir, manifest.files)
+        sha = sha256_file(rdir / MANIFEST)
+        collected = _Collected() if wanted else None
+
+        def on_chunk(cases: list[Any], recs: list[dict[str, Any]], scores: ScoreTable) -> None:
+            transcripts.write(transcript_lines(cases, [r["output"] for r in recs], [r["finish_reason"] for r in recs], scores))
+            if collected is not None:
+                collected.add([SimpleNamespace(**r) for r in recs])
+
+        with contextlib.suppress(NotStreamable):
+            design, cells, grid = stream_cells(suite, rdir, manifest, options.audit, on_chunk)
+            run = audit_cells(suite, design, cells, manifest, options.audit, recordings_path=shown, manifest_sha256=sha,
+                              suite_grid_hash=grid)
+            return _with_evaluators(run, collected, options)
+        transcripts.clear()
     rs = RecordingSet(rdir)
     cases = suite.expand()
     provider = ReplayProvider(rs, suite.system_prompt, suite.name)
@@ -229,15 +250,25 @@ def _audit_rows(suite: Suite, options: RunOptions, transcripts: _Transcripts) ->
                         recordings_path=shown, manifest_sha256=sha256_file(rdir / MANIFEST))
     joined = join_rows(cases, recs)
     transcripts.write(transcript_lines(cases, [r.output for r in joined], [r.finish_reason for r in joined], scores))
-    if options.evaluators or options.bbq_recordings is not None:
-        from fairness.evaluators._adapter import run_evaluators
+    collected = None
+    if wanted:
+        collected = _Collected()
+        collected.add(recs)
+    return _with_evaluators(run, collected, options)
 
-        extra = run_evaluators(
-            recs, options.evaluators, bootstrap=options.audit.bootstrap, seed=options.audit.seed,
-            bbq_dir=options.bbq_recordings, bbq_items=options.bbq_items,
-        )
-        run = run.model_copy(update={"evaluators": extra})
-    return run
+
+def _with_evaluators(run: FairnessRun, collected: _Collected | None, options: RunOptions) -> FairnessRun:
+    """`run` with the peer evaluators' results, when `options` asks for any."""
+    if not (options.evaluators or options.bbq_recordings is not None):
+        return run
+    from fairness.evaluators._adapter import run_evaluators
+
+    extra = run_evaluators(
+        collected.samples if collected else [], options.evaluators, mask_terms=collected.terms if collected else (),
+        bootstrap=options.audit.bootstrap, seed=options.audit.seed,
+        bbq_dir=options.bbq_recordings, bbq_items=options.bbq_items,
+    )
+    return run.model_copy(update={"evaluators": extra})
 
 
 def _write_outputs(run: FairnessRun, suite: Suite, staging: Path) -> None:

@@ -70,12 +70,12 @@ def stream_cells(
     directory: Path,
     manifest: Manifest,
     options: AuditOptions,
-    on_chunk: Callable[[list[Any], list[str], list[str], ScoreTable], object],
+    on_chunk: Callable[[list[Any], list[dict[str, Any]], ScoreTable], object],
     chunk: int = CHUNK,
 ) -> tuple[Design, CellTable, str]:
     """Score the recorded rows of `suite`'s grid chunk by chunk; return the design levels, the
     per-cell table and the grid's hash (`grid_hash`, made on the way: the grid is walked once).
-    `on_chunk` gets each chunk's rows, outputs, finish reasons and scores. The manifest must
+    `on_chunk` gets each chunk's rows, records (dicts of `Recording`'s fields) and scores. The manifest must
     already be read and its files verified."""
     if manifest.suite != suite.name or manifest.system_prompt != suite.system_prompt:
         raise NotStreamable  # the in-memory replay words these errors
@@ -101,7 +101,7 @@ def stream_cells(
         outputs = [r["output"] for r in recs]
         scores = score_texts(outputs, mode)
         acc.add(block, metric_matrix(scores, specs), empty_outputs(outputs))
-        on_chunk(block, outputs, [r["finish_reason"] for r in recs], scores)
+        on_chunk(block, recs, scores)
     if acc.n_rows == 0 or records.more():
         raise NotStreamable
     return (*acc.finish(), grid.hexdigest(suite.system_prompt))

@@ -8,8 +8,10 @@ every string from the results is escaped.
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 _SKIPPED = {"inconclusive", "undefined"}
 
@@ -34,6 +36,7 @@ def _detail(check: dict[str, Any]) -> str:
 
 
 def _testcase(check: dict[str, Any]) -> ET.Element:
+    import xml.etree.ElementTree as ET  # loaded when JUnit is asked for, not by every run
     tc = ET.Element("testcase", classname=str(check.get("rule")), name=str(check.get("scope")), time="0")
     state = check.get("state")
     if state == "fail":
@@ -47,6 +50,8 @@ def _testcase(check: dict[str, Any]) -> ET.Element:
 
 def junit_xml(results: dict[str, Any]) -> str:
     """The JUnit XML document for a results.json dict."""
+    import xml.etree.ElementTree as ET
+
     checks = results.get("rules") or []
     suite_name = (results.get("suite") or {}).get("name", "suite")
     model = (results.get("recordings") or {}).get("model_id", "model")
