@@ -84,7 +84,7 @@ def transcript_lines(run_cases: Sequence[Any], outputs: Sequence[str], finish_re
     seed, prompt, output, finish_reason, scores}` (`json.dumps(..., ensure_ascii=False)`), made by
     one `%` format per row: the part shared by a prompt's rows (coordinates and prompt) is encoded
     into the format once for each run of consecutive rows sharing it (the very same objects, as
-    a grid's rows of one prompt hold, skip even the comparison), and the scores fill it as numbers."""
+    a grid's rows of one prompt hold, compare by identity alone), and the scores fill it as numbers."""
     enc = _encode_str
     convs, columns = zip(*map(_score_column, scores.columns.values()), strict=True) if scores.columns else ((), ())
     score_fmt = "{" + ", ".join(f"{enc(k).replace('%', '%%')}: {c}" for k, c in zip(scores.columns, convs, strict=True)) + "}}\n"
@@ -93,9 +93,10 @@ def transcript_lines(run_cases: Sequence[Any], outputs: Sequence[str], finish_re
     shared: tuple = ()
     fmt = ""
     for case, output, reason, values in zip(run_cases, outputs, finish_reasons, zip(*columns, strict=True), strict=True):
-        key = (case.family, case.paraphrase_id, case.placeholders, case.slice, case.slice_id, case.regime, case.prompt)
-        if not (len(key) == len(shared) and all(map(operator.is_, key, shared))) and (
-                key != shared or not (_same_order(key[2], shared[2]) and _same_order(key[3], shared[3]))):
+        key = _shared_part(case)
+        # tuple equality is an identity test per member first: a prompt's rows cost no string compare
+        if key != shared or ((key[2] is not shared[2] or key[3] is not shared[3]) and not (
+                _same_order(key[2], shared[2]) and _same_order(key[3], shared[3]))):
             part = _TRANSCRIPT.encode({
                 "family": case.family, "paraphrase_id": case.paraphrase_id, "placeholders": case.placeholders,
                 "slice": case.slice, "slice_id": case.slice_id, "regime": case.regime,
@@ -114,9 +115,16 @@ def write_lines(fh: TextIO, lines: list[str], batch: int = 256) -> None:
         fh.write("".join(lines[i : i + batch]))
 
 
+_shared_part = operator.attrgetter("family", "paraphrase_id", "placeholders", "slice", "slice_id", "regime", "prompt")
+"""What a prompt's rows share in their transcript lines, as one tuple (built in C)."""
+
+
 def _same_order(a: dict, b: dict) -> bool:
     """Equal dicts (already compared) that also encode alike: the same object, or keys in the same order."""
     return a is b or list(a) == list(b)
+
+
+_OUTPUT, _FINISH_REASON = operator.itemgetter("output"), operator.itemgetter("finish_reason")
 
 
 def check_inputs(options: RunOptions) -> None:
@@ -227,7 +235,7 @@ def _audit_rows(suite: Suite, options: RunOptions, transcripts: _Transcripts) ->
         collected = _Collected() if wanted else None
 
         def on_chunk(cases: list[Any], recs: list[dict[str, Any]], scores: ScoreTable) -> None:
-            transcripts.write(transcript_lines(cases, [r["output"] for r in recs], [r["finish_reason"] for r in recs], scores))
+            transcripts.write(transcript_lines(cases, list(map(_OUTPUT, recs)), list(map(_FINISH_REASON, recs)), scores))
             if collected is not None:
                 collected.add([SimpleNamespace(**r) for r in recs])
 

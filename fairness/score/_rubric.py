@@ -350,7 +350,7 @@ def score_texts(texts: Sequence[str], mode: Mode = "paper") -> ScoreTable:
     texts = list(texts)
     if mode == "strict":
         texts = _normalise(texts)
-    lowered_texts = [t.lower() for t in texts]
+    lowered_texts = list(map(str.lower, texts))
     lowered = _Corpus(lowered_texts)
     cols: dict[str, np.ndarray] = {}
     scan = _scan(lowered)
