@@ -102,6 +102,20 @@ def test_transcript_lines_are_the_rows_json(tmp_path):
         assert line == json.dumps(row, ensure_ascii=False)
 
 
+def test_json_string_bodies_escape_as_json_dumps():
+    """The batched string encoder writes each text exactly as `json.dumps(..., ensure_ascii=False)`,
+    including texts that hold the split marker, trailing backslashes and every control character;
+    a lone surrogate (which pydantic-core cannot encode) falls back to the per-text encoder."""
+    from fairness.pipeline._run import json_string_bodies
+
+    texts = ['plain', '', '","', 'a\\","b', 'ends in \\', '"quoted"', "".join(map(chr, range(32))) + "\x7f",
+             "caf\u00e9 \u2019 \U0001f600 \u0130", "\u2028\u2029"]
+    expected = [json.dumps(t, ensure_ascii=False)[1:-1] for t in texts]
+    assert json_string_bodies(texts) == expected
+    assert json_string_bodies([*texts, "lone \ud800"]) == [*expected, json.dumps("lone \ud800", ensure_ascii=False)[1:-1]]
+    assert json_string_bodies([]) == []
+
+
 def test_content_keys_equal_content_key():
     from fairness.recordings._store import ContentKeys, content_key
 

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 from typing import Any, TextIO
 
 import numpy as np
+import pydantic_core
 
 from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
@@ -92,7 +93,8 @@ def transcript_lines(run_cases: Sequence[Any], outputs: Sequence[str], finish_re
     lines = []
     shared: tuple = ()
     fmt = ""
-    for case, output, reason, values in zip(run_cases, outputs, finish_reasons, zip(*columns, strict=True), strict=True):
+    bodies = json_string_bodies(outputs)
+    for case, body, reason, values in zip(run_cases, bodies, finish_reasons, zip(*columns, strict=True), strict=True):
         key = _shared_part(case)
         # tuple equality is an identity test per member first: a prompt's rows cost no string compare
         if key != shared or ((key[2] is not shared[2] or key[3] is not shared[3]) and not (
@@ -102,10 +104,29 @@ def transcript_lines(run_cases: Sequence[Any], outputs: Sequence[str], finish_re
                 "slice": case.slice, "slice_id": case.slice_id, "regime": case.regime,
             })
             fmt = ('{"row_id": %s, ' + part[1:-1].replace("%", "%%") + ', "seed": %d, "prompt": '
-                   + enc(case.prompt).replace("%", "%%") + ', "output": %s, "finish_reason": %s, "scores": ' + score_fmt)
+                   + enc(case.prompt).replace("%", "%%") + ', "output": "%s", "finish_reason": %s, "scores": ' + score_fmt)
         shared = key
-        lines.append(fmt % (enc(case.row_id), case.seed, enc(output), finish.get(reason) or enc(reason), *values))
+        lines.append(fmt % (enc(case.row_id), case.seed, body, finish.get(reason) or enc(reason), *values))
     return lines
+
+
+def json_string_bodies(texts: Sequence[str]) -> list[str]:
+    """Each text's JSON string as `encode_basestring` writes it, less the quotes.
+
+    pydantic-core encodes the whole list in one call (in Rust; split and decoded, over twice as
+    fast as a call per text) with the very same escapes: `\\"`, `\\\\`, `\\b \\f \\n \\r \\t`, other
+    control characters as lower-case `\\u00xx`, everything else as it is. Inside an encoded
+    string every `"` follows a backslash, so the list splits exactly at each `","`. A text
+    it cannot encode (a lone surrogate) sends the list the per-text way."""
+    if not texts:
+        return []
+    try:
+        parts = pydantic_core.to_json(list(texts))[2:-2].split(b'","')
+    except pydantic_core.PydanticSerializationError:
+        parts = []
+    if len(parts) != len(texts):
+        return [_encode_str(t)[1:-1] for t in texts]
+    return [p.decode("utf-8") for p in parts]
 
 
 def write_lines(fh: TextIO, lines: list[str], batch: int = 256) -> None:
