@@ -127,8 +127,11 @@ class CellTable:
         if levels.size > MAX_LEVELS:
             self.hist[m] = (np.zeros(0), np.zeros((self.n_cells, self.n_slices, 0), dtype=np.int64))
             return
-        counts = np.zeros((self.n_cells, self.n_slices, levels.size), dtype=np.int64)
-        counts[:, :, np.searchsorted(levels, old_levels)] = old_counts
+        if levels.size == old_levels.size and old_counts.shape[0] == self.n_cells:
+            counts = old_counts  # no new value (the usual chunk): count into the table in place
+        else:
+            counts = np.zeros((self.n_cells, self.n_slices, levels.size), dtype=np.int64)
+            counts[:, :, np.searchsorted(levels, old_levels)] = old_counts
         V = levels.size
         flat = np.bincount(key * V + np.searchsorted(levels, y), minlength=self.n_cells * self.n_slices * V)
         counts += flat.reshape(self.n_cells, self.n_slices, V)
