@@ -391,12 +391,6 @@ def iter_record_blocks(path: Path, size: int = RECORD_BLOCK) -> Iterator[list[di
     fields = _record_fields()
     validate = fields.validate_json if fields is not None else None
     for lineno, offset, lines in _iter_line_blocks(path, size):
-        if validate is not None and all(map(_is_utf8, itertools.filterfalse(bytes.isascii, lines))):
-            try:  # the usual block, every line a record: one comprehension, no per-line branches
-                yield [validate(raw)[0] for raw in lines]
-                continue
-            except ValidationError:
-                pass  # a blank or bad line: the block again, line by line, as below
         block: list[dict[str, Any]] = []
         try:
             for i, raw in enumerate(lines):
