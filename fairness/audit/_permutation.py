@@ -61,6 +61,10 @@ TABLE_MAX = 1 << 16
 TABLES_MAX = 1 << 19
 """Most outcomes tabulated per metric (smallest configurations first)."""
 
+HYPER_BOX = 1 << 21
+"""Most (room, later room, rows left) triples one slice of a step may index for its hypergeometric
+tables (an int32 each); a step whose box is larger draws with `Generator.hypergeometric`."""
+
 ROWS_MEAN = 8
 """A later value with at most this many rows a cell on average is dealt row by row (one uniform
 a row, ~30 ns), which beats S − 1 hypergeometric draws: numpy's costs ~20 ns plus ~8 ns a row
@@ -109,27 +113,33 @@ class _Table:
 
     def draw(self, u: np.ndarray) -> np.ndarray:
         """(S × C × p) hits per slice for uniforms `u` (C × p), one per (cell, resample)."""
-        t = self.config
-        length = self.length[t][:, None]
-        bucket = np.minimum((u * length).astype(np.int64), length - 1)
-        j = self.guide[self.start[t][:, None] + bucket].ravel()
-        flat = u.ravel()
-        # walk up to the first outcome whose CDF exceeds u (about one step on average) …
-        act = np.flatnonzero(self.cdf[j] <= flat)
-        for _ in range(4):
-            if not act.size:
-                break
-            j[act] += 1
-            act = act[self.cdf[j[act]] <= flat[act]]
-        if act.size:  # … and bisect the few left (u in a long run of tiny probabilities)
-            lo, hi = j[act], (self.start + self.length)[np.repeat(t, u.shape[1])[act]] - 1
-            uu = flat[act]
-            while np.any(hi - lo > 1):
-                mid = (lo + hi) // 2
-                below = self.cdf[mid] <= uu
-                lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-            j[act] = hi
+        t = self.config[:, None]
+        j = _inverse(self.cdf, self.guide, self.start[t], self.length[t], u)
         return self.hits[:, j.reshape(u.shape)]
+
+
+def _inverse(cdf: np.ndarray, guide: np.ndarray, start: np.ndarray, length: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """(flat) index of the first outcome whose CDF exceeds u, of each draw's distribution (its
+    `start` and `length` in `cdf`, broadcast against `u`): an exact inverse-CDF draw. The guide
+    table gives a start at or below it in O(1)."""
+    j = guide[start + np.minimum((u * length).astype(np.int64), length - 1)].ravel()
+    flat = u.ravel()
+    # walk up to the first outcome whose CDF exceeds u (about one step on average) …
+    act = np.flatnonzero(cdf[j] <= flat)
+    for _ in range(4):
+        if not act.size:
+            break
+        j[act] += 1
+        act = act[cdf[j[act]] <= flat[act]]
+    if act.size:  # … and bisect the few left (u in a long run of tiny probabilities)
+        lo, hi = j[act], np.broadcast_to(start + length - 1, u.shape).ravel()[act]
+        uu = flat[act]
+        while np.any(hi - lo > 1):
+            mid = (lo + hi) // 2
+            below = cdf[mid] <= uu
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        j[act] = hi
+    return j
 
 
 def _compositions(room: np.ndarray, K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -185,19 +195,97 @@ def _table(n: np.ndarray, K: np.ndarray, P: int) -> tuple[_Table, np.ndarray] | 
         guide[a : a + m] = a + np.searchsorted(c, np.arange(m) / m - 1e-12, side="right")
     cells = keep[config]
     small = np.int8 if int(hits.max()) < 128 else np.int16 if int(hits.max()) < 1 << 15 else np.int64
-    return _Table(renum[config[cells]], start, length, cdf, guide.astype(np.int32), hits.astype(small)), cells
+    return _Table(renum[config[cells]], start, length, cdf, guide, hits.astype(small)), cells
 
 
-def _deal_hypergeometric(room: np.ndarray, K: np.ndarray, streams: _Streams) -> np.ndarray:
+class _Hyper:
+    """Exact inverse-CDF tables of hypergeometric(good, bad, sample), one per triple, built the
+    first time a triple occurs and kept for later passes. A triple is found through a dense
+    index over its box [g0, g0 + gw) × [b0, b0 + bw) × [0, nw) (−1: not built yet).
+
+    Each table is a function of its triple alone (its own row of log-factorials and cumulative
+    sum), so draws do not depend on which triples were built together or in which pass.
+    """
+
+    def __init__(self, g0: int, gw: int, b0: int, bw: int, nw: int):
+        self.g0, self.b0, self.bw, self.nw = g0, b0, bw, nw
+        self.index = np.full(gw * bw * nw, -1, dtype=np.int32)
+        self.lf = gammaln(np.arange(g0 + gw + b0 + bw + 1, dtype=np.float64))  # lf[k] = log((k−1)!)
+        self.cdf = np.empty(0)
+        self.guide = np.empty(0, dtype=np.int64)
+        self.value = np.empty(0, dtype=np.int64)
+        self.start = np.empty(0, dtype=np.int64)
+        self.length = np.empty(0, dtype=np.int64)
+
+    def draw(self, good: np.ndarray, bad: np.ndarray, sample: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Hypergeometric draws (shape of `u`) by inverse CDF, one uniform each."""
+        key = (((good - self.g0) * self.bw + (bad - self.b0)) * self.nw + sample).ravel()
+        t = self.index[key]
+        if t.min() < 0:
+            self._build(np.unique(key[t < 0]))
+            t = self.index[key]
+        return self.value[_inverse(self.cdf, self.guide, self.start[t], self.length[t], u.ravel())].reshape(u.shape)
+
+    def _build(self, key: np.ndarray) -> None:
+        T = key.size
+        n = key % self.nw
+        b = (key // self.nw) % self.bw + self.b0
+        g = key // (self.nw * self.bw) + self.g0
+        lo, m = np.maximum(n - b, 0), np.minimum(n, g) - np.maximum(n - b, 0) + 1
+        M = int(m.max())
+        valid = np.arange(M) < m[:, None]
+        x = lo[:, None] + np.where(valid, np.arange(M), 0)
+        lf = self.lf[1:]  # log(k!)
+        logp = (lf[g][:, None] - lf[x] - lf[g[:, None] - x] + lf[b][:, None] - lf[n[:, None] - x] - lf[b[:, None] - n[:, None] + x]
+                - (lf[g + b] - lf[n] - lf[g + b - n])[:, None])
+        cdf = np.cumsum(np.where(valid, np.exp(logp), 0.0), axis=1)
+        rows = np.arange(T)
+        cdf /= cdf[rows, m - 1][:, None]
+        cdf[rows, m - 1] = 1.0
+        # guide: bucket i of a table (u·m ∈ [i, i+1)) starts at its first outcome whose CDF exceeds
+        # i/m − 1e-9 (never past the answer); one search over the rows laid end to end (row + cdf)
+        pos = np.searchsorted((rows[:, None] + cdf).ravel(), (rows[:, None] + np.arange(M) / m[:, None] - 1e-9)[valid], side="right")
+        col = np.clip(pos - np.repeat(rows * M, m), 0, np.repeat(m - 1, m))
+        base, first = self.cdf.size, self.start.size
+        start = base + np.cumsum(m) - m
+        self.cdf = np.concatenate([self.cdf, cdf[valid]])
+        self.guide = np.concatenate([self.guide, np.repeat(start, m) + col])
+        self.value = np.concatenate([self.value, x[valid]])
+        self.start = np.concatenate([self.start, start])
+        self.length = np.concatenate([self.length, m])
+        self.index[key] = first + rows
+
+
+def _hyper(n: np.ndarray, K: np.ndarray, free: np.ndarray) -> list[_Hyper] | None:
+    """Tables for dealing a value with K (C,) rows slice by slice into cells of slice sizes n
+    (C × S) with `free` (C,) places left, or None where a slice's box exceeds `HYPER_BOX`."""
+    used = (n.sum(axis=1) - free)[:, None]  # places earlier values took, anywhere in the cell
+    later = np.cumsum(n[:, ::-1], axis=1)[:, ::-1]
+    out = []
+    for s in range(n.shape[1] - 1):
+        g0, g1 = int(np.maximum(n[:, s : s + 1] - used, 0).min()), int(n[:, s].max())
+        b0, b1 = int(np.maximum(later[:, s + 1 : s + 2] - used, 0).min()), int(later[:, s + 1].max())
+        if (g1 - g0 + 1) * (b1 - b0 + 1) * (int(K.max()) + 1) > HYPER_BOX:
+            return None
+        out.append(_Hyper(g0, g1 - g0 + 1, b0, b1 - b0 + 1, int(K.max()) + 1))
+    return out
+
+
+def _deal_slices(room: np.ndarray, K: np.ndarray, streams: _Streams, hyper: list[_Hyper] | None) -> np.ndarray:
     """(S × C × p) hits per slice of a value with K (C,) rows dealt into `room` (S × C × p),
-    slice by slice: slice s takes a hypergeometric share of what it and the later slices hold."""
+    slice by slice: slice s takes a hypergeometric share of what it and the later slices hold,
+    drawn from `hyper`'s tables (one uniform each) or else by `Generator.hypergeometric`."""
     S = room.shape[0]
     remaining = np.repeat(K[:, None], room.shape[2], axis=1)
     later = room.sum(axis=0)
     taken = np.empty_like(room)
+    u = streams.random((S - 1, room.shape[1])) if hyper is not None else None
     for s in range(S - 1):
         later -= room[s]
-        streams.hypergeometric(room[s], later, remaining, taken[s])
+        if hyper is not None and u is not None:
+            taken[s] = hyper[s].draw(room[s], later, remaining, u[s])
+        else:
+            streams.hypergeometric(room[s], later, remaining, taken[s])
         remaining -= taken[s]
     taken[S - 1] = remaining
     return taken
@@ -247,6 +335,7 @@ class _Step:
     groups: np.ndarray
     free: np.ndarray  # (cells,) room left in each cell before this value is dealt
     by_rows: bool = False
+    hyper: list[_Hyper] | None = None  # slice-by-slice tables (neither table nor rows)
 
 
 @dataclass
@@ -283,7 +372,9 @@ def _plan(levels: np.ndarray, counts: np.ndarray, group: np.ndarray, n_groups: i
     def step(v: int, cells: np.ndarray, table: _Table | None = None) -> _Step:
         starts = np.searchsorted(group[cells], np.arange(n_groups))
         nonempty = np.flatnonzero(np.diff(np.append(starts, cells.size)) > 0)
-        st = _Step(v, cells, table, starts[nonempty], nonempty, free[cells].copy(), K[cells, v].mean() <= ROWS_MEAN)
+        by_rows = bool(K[cells, v].mean() <= ROWS_MEAN)
+        hyper = None if table is not None or by_rows else _hyper(n[cells], K[cells, v], free[cells])
+        st = _Step(v, cells, table, starts[nonempty], nonempty, free[cells].copy(), by_rows, hyper)
         free[cells] -= K[cells, v]
         return st
 
@@ -315,7 +406,7 @@ def _deal(plan: _Plan, streams: _Streams, p: int) -> np.ndarray:
         else:
             left = full(st.cells) if room is None else room if every else room[:, st.cells]
             K = plan.K[st.cells, st.value]
-            hits = _deal_rows(left, K, st.free, streams) if st.by_rows else _deal_hypergeometric(left, K, streams)
+            hits = _deal_rows(left, K, st.free, streams) if st.by_rows else _deal_slices(left, K, streams, st.hyper)
         out[:, st.groups] += plan.shift[st.value] * np.add.reduceat(hits, st.starts, axis=1, dtype=np.int64)
         if room is not None and i < len(plan.steps) - 1:
             if every:
