@@ -211,6 +211,7 @@ class _Hyper:
         self.g0, self.b0, self.bw, self.nw = g0, b0, bw, nw
         self.index = np.full(gw * bw * nw, -1, dtype=np.int32)
         self.lf = gammaln(np.arange(g0 + gw + b0 + bw + 1, dtype=np.float64))  # lf[k] = log((k−1)!)
+        self.size = 0  # outcomes held (of the buffers' capacity)
         self.cdf = np.empty(0)
         self.guide = np.empty(0, dtype=np.int64)
         self.value = np.empty(0, dtype=np.int64)
@@ -227,12 +228,19 @@ class _Hyper:
         return self.value[_inverse(self.cdf, self.guide, self.start[t], self.length[t], u.ravel())].reshape(u.shape)
 
     def _build(self, key: np.ndarray) -> None:
-        T = key.size
         n = key % self.nw
         b = (key // self.nw) % self.bw + self.b0
         g = key // (self.nw * self.bw) + self.g0
-        lo, m = np.maximum(n - b, 0), np.minimum(n, g) - np.maximum(n - b, 0) + 1
-        M = int(m.max())
+        lo = np.maximum(n - b, 0)
+        m = np.minimum(n, g) - lo + 1
+        # rows padded to the next power of two of their length, a few widths at a time
+        width = np.left_shift(1, np.ceil(np.log2(m)).astype(np.int64))
+        for w in np.unique(width).tolist():
+            sel = np.flatnonzero(width == w)
+            self._append(key[sel], g[sel], b[sel], n[sel], lo[sel], m[sel], w)
+
+    def _append(self, key: np.ndarray, g: np.ndarray, b: np.ndarray, n: np.ndarray, lo: np.ndarray, m: np.ndarray, M: int) -> None:
+        T = key.size
         valid = np.arange(M) < m[:, None]
         x = lo[:, None] + np.where(valid, np.arange(M), 0)
         lf = self.lf[1:]  # log(k!)
@@ -242,15 +250,19 @@ class _Hyper:
         rows = np.arange(T)
         cdf /= cdf[rows, m - 1][:, None]
         cdf[rows, m - 1] = 1.0
-        # guide: bucket i of a table (u·m ∈ [i, i+1)) starts at its first outcome whose CDF exceeds
-        # i/m − 1e-9 (never past the answer); one search over the rows laid end to end (row + cdf)
-        pos = np.searchsorted((rows[:, None] + cdf).ravel(), (rows[:, None] + np.arange(M) / m[:, None] - 1e-9)[valid], side="right")
-        col = np.clip(pos - np.repeat(rows * M, m), 0, np.repeat(m - 1, m))
-        base, first = self.cdf.size, self.start.size
+        # guide: bucket i of a table (u·m ∈ [i, i+1)) starts past the outcomes whose CDF is at most
+        # i/m − 1e-9 (so never past the answer): outcome j is passed from bucket ⌈m·(cdf_j + 1e-9)⌉ on
+        e = np.minimum(np.ceil(m[:, None] * (cdf + 1e-9)), m[:, None]).astype(np.int64)
+        passed = np.bincount((rows[:, None] * (M + 1) + e)[valid], minlength=T * (M + 1)).reshape(T, M + 1).cumsum(axis=1)
+        base, first = self.size, self.start.size
         start = base + np.cumsum(m) - m
-        self.cdf = np.concatenate([self.cdf, cdf[valid]])
-        self.guide = np.concatenate([self.guide, np.repeat(start, m) + col])
-        self.value = np.concatenate([self.value, x[valid]])
+        self.size = end = base + int(m.sum())
+        if end > self.cdf.size:  # grow geometrically: appends stay linear in all
+            cap = max(2 * self.cdf.size, end)
+            self.cdf, self.guide, self.value = (np.concatenate([a[:base], np.empty(cap - base, a.dtype)]) for a in (self.cdf, self.guide, self.value))
+        self.cdf[base:end] = cdf[valid]
+        self.guide[base:end] = (start[:, None] + passed[:, :M])[valid]
+        self.value[base:end] = x[valid]
         self.start = np.concatenate([self.start, start])
         self.length = np.concatenate([self.length, m])
         self.index[key] = first + rows
