@@ -112,10 +112,9 @@ class _Table:
     hits: np.ndarray
 
     def draw(self, u: np.ndarray) -> np.ndarray:
-        """(S × C × p) hits per slice for uniforms `u` (C × p), one per (cell, resample)."""
+        """(C × p) outcome drawn for uniforms `u` (C × p), one per (cell, resample)."""
         t = self.config[:, None]
-        j = _inverse(self.cdf, self.guide, self.start[t], self.length[t], u)
-        return self.hits[:, j.reshape(u.shape)]
+        return _inverse(self.cdf, self.guide, self.start[t], self.length[t], u).reshape(u.shape)
 
 
 def _inverse(cdf: np.ndarray, guide: np.ndarray, start: np.ndarray, length: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -348,6 +347,9 @@ class _Step:
     free: np.ndarray  # (cells,) room left in each cell before this value is dealt
     by_rows: bool = False
     hyper: list[_Hyper] | None = None  # slice-by-slice tables (neither table nor rows)
+    leaves_room: bool = True  # a later step deals into some of these cells: room must be kept
+    packed: np.ndarray | None = None  # per table outcome, its hits per slice in `bits`-bit fields
+    bits: int = 0
 
 
 @dataclass
@@ -399,6 +401,18 @@ def _plan(levels: np.ndarray, counts: np.ndarray, group: np.ndarray, n_groups: i
     if has_first.size:
         steps.append(step(first, has_first))
     steps += [step(int(v), np.flatnonzero(K[:, v] > 0)) for v in order[:-2] if K[:, v].any()]
+    later = np.zeros(len(n), dtype=bool)
+    for st in reversed(steps):
+        st.leaves_room = bool(later[st.cells].any())
+        later[st.cells] = True
+        if st.table is not None and not st.leaves_room:
+            # A table's hits summed per group fit fields of `bits` bits: one gather and one sum a
+            # (cell, resample) for all slices at once, when the S fields fit an int64.
+            bound = np.add.reduceat(np.minimum(n[st.cells], K[st.cells, st.value][:, None]), st.starts, axis=0).max()
+            bits = int(bound).bit_length()
+            if bits * n.shape[1] <= 62:
+                st.bits = bits
+                st.packed = (st.table.hits.astype(np.int64) << (bits * np.arange(n.shape[1]))[:, None]).sum(axis=0)
     return _Plan(n, K, float(levels[last]), levels - levels[last], n_groups, steps)
 
 
@@ -410,17 +424,23 @@ def _deal(plan: _Plan, streams: _Streams, p: int) -> np.ndarray:
     def full(cells: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(np.broadcast_to(plan.n[cells].T[:, :, None], (S, cells.size, p)))
 
-    room = full(np.arange(C)) if len(plan.steps) > 1 else None  # what earlier steps left
-    for i, st in enumerate(plan.steps):
+    room = full(np.arange(C)) if any(st.leaves_room for st in plan.steps) else None  # what earlier steps left
+    for st in plan.steps:
         every = st.cells.size == C
         if st.table is not None:
-            hits = st.table.draw(streams.random((st.cells.size,)))
+            j = st.table.draw(streams.random((st.cells.size,)))
+            if st.packed is not None:
+                tot = np.add.reduceat(st.packed[j], st.starts, axis=0)
+                fields = (tot >> (st.bits * np.arange(S))[:, None, None]) & ((1 << st.bits) - 1)
+                out[:, st.groups] += plan.shift[st.value] * fields
+                continue
+            hits = st.table.hits[:, j]
         else:
             left = full(st.cells) if room is None else room if every else room[:, st.cells]
             K = plan.K[st.cells, st.value]
             hits = _deal_rows(left, K, st.free, streams) if st.by_rows else _deal_slices(left, K, streams, st.hyper)
         out[:, st.groups] += plan.shift[st.value] * np.add.reduceat(hits, st.starts, axis=1, dtype=np.int64)
-        if room is not None and i < len(plan.steps) - 1:
+        if room is not None and st.leaves_room:
             if every:
                 room -= hits
             else:
