@@ -117,6 +117,7 @@ class TestNullMatchesEnumeration:
             {"TABLE_MAX": 0, "HYPER_BOX": 0},  # … or by numpy's hypergeometric draws
             {"ROWS_MEAN": -1},  # later values slice by slice from hypergeometric tables (room left varies)
             {"ROWS_MEAN": -1, "HYPER_BOX": 0},  # … or by numpy's hypergeometric draws
+            {"ROWS_MEAN": 2},  # value 2 (3 rows a cell) slice by slice from tables, before value 5 row by row
             {"ROWS_MEAN": 100, "TABLE_MAX": 0},  # every value drawn, later ones row by row
         ],
     )

@@ -21,13 +21,21 @@ Cost is per (resample, cell) and per value, so each value is dealt the cheapest 
   inverse-CDF lookup through a guide table (O(1), ~10–40 ns against ~3 × 20–85 ns for
   S − 1 numpy hypergeometrics). It is the value with ≥ 10 rows a cell and the smallest
   table, else the most common one; configurations too large to tabulate are drawn;
-- a later value (whose room depends on the earlier draws) with few rows a cell is dealt
-  row by row: each row takes a uniformly random free place (one uniform, ~30 ns a row);
-- any other value is dealt slice by slice with `Generator.hypergeometric`.
+- any other value is dealt slice by slice: slice s takes hypergeometric(its room, the later
+  slices' room, rows left) of it. Each such triple's distribution is tabulated the first
+  time it occurs (exact, from log-factorials) and kept for the metric's later passes; a
+  draw is one uniform and an inverse-CDF lookup (~30 ns against ~85 ns for numpy's
+  hypergeometric from 10 rows on). Such values are dealt before the row-by-row ones, so
+  the room they meet varies less and fewer triples occur; where a slice's triples would
+  not fit an index of `HYPER_BOX`, `Generator.hypergeometric` draws instead;
+- a later value with few rows a cell is dealt row by row: each row takes a uniformly random
+  free place (one uniform, ~15–30 ns a row).
 
-Slice totals are summed per group as they are dealt (cells are sorted by group). Cost and
-memory are O(P × cells × slices) per metric, independent of the rows; resamples are
-processed in passes of at most `BUDGET` (resample, cell, slice) elements.
+Slice totals are summed per group as they are dealt (cells are sorted by group); a table
+step's hits are summed in bit fields packed into one int64 per outcome, and room left is
+kept only for cells a later step deals into. Cost and memory are O(P × cells × slices) per
+metric, independent of the rows (plus the tables: at most `TABLES_MAX` joint outcomes, and
+the hypergeometric triples met, indexed within `HYPER_BOX` each); resamples are processed in passes of at most `BUDGET` (resample, cell, slice) elements.
 
 Randomness comes in blocks of `BLOCK` resamples, each with its own seeded stream
 (`[seed, metric index, block]`): p-values are reproducible and do not depend on how the
@@ -67,8 +75,8 @@ tables (an int32 each); a step whose box is larger draws with `Generator.hyperge
 
 ROWS_MEAN = 8
 """A later value with at most this many rows a cell on average is dealt row by row (one uniform
-a row, ~30 ns), which beats S − 1 hypergeometric draws: numpy's costs ~20 ns plus ~8 ns a row
-of the sample below 10 rows and ~85 ns from 10 rows on."""
+a row, ~15–30 ns), which beats S − 1 tabulated hypergeometric draws (~30 ns each, plus
+building the tables of the triples met) and numpy's (~85 ns each from 10 rows on)."""
 
 
 class _Streams:
