@@ -416,7 +416,7 @@ def _plan(levels: np.ndarray, counts: np.ndarray, group: np.ndarray, n_groups: i
     for st in reversed(steps):
         st.leaves_room = bool(later[st.cells].any())
         later[st.cells] = True
-        if st.table is not None and not st.leaves_room:
+        if st.table is not None:
             # A table's hits summed per group fit fields of `bits` bits: one gather and one sum a
             # (cell, resample) for all slices at once, when the S fields fit an int64.
             bound = np.add.reduceat(np.minimum(n[st.cells], K[st.cells, st.value][:, None]), st.starts, axis=0).max()
@@ -438,20 +438,24 @@ def _deal(plan: _Plan, streams: _Streams, p: int) -> np.ndarray:
     room = full(np.arange(C)) if any(st.leaves_room for st in plan.steps) else None  # what earlier steps left
     for st in plan.steps:
         every = st.cells.size == C
-        if st.table is not None:
+        hits: np.ndarray | None = None
+        if st.table is not None and st.packed is not None:
             j = st.table.draw(streams.random((st.cells.size,)))
-            if st.packed is not None:
-                tot = np.add.reduceat(st.packed[j], st.starts, axis=0)
-                fields = (tot >> (st.bits * np.arange(S))[:, None, None]) & ((1 << st.bits) - 1)
-                out[:, st.groups] += plan.shift[st.value] * fields
-                continue
-            hits = st.table.hits[:, j]
+            tot = np.add.reduceat(st.packed[j], st.starts, axis=0)
+            sums = (tot >> (st.bits * np.arange(S))[:, None, None]) & ((1 << st.bits) - 1)
+            if st.leaves_room:
+                hits = st.table.hits[:, j]
         else:
-            left = full(st.cells) if room is None else room if every else room[:, st.cells]
-            K = plan.K[st.cells, st.value]
-            hits = _deal_rows(left, K, st.free, streams) if st.by_rows else _deal_slices(left, K, streams, st.hyper)
-        out[:, st.groups] += plan.shift[st.value] * np.add.reduceat(hits, st.starts, axis=1, dtype=np.int64)
-        if room is not None and st.leaves_room:
+            if st.table is not None:
+                dealt = st.table.hits[:, st.table.draw(streams.random((st.cells.size,)))]
+            else:
+                left = full(st.cells) if room is None else room if every else room[:, st.cells]
+                K = plan.K[st.cells, st.value]
+                dealt = _deal_rows(left, K, st.free, streams) if st.by_rows else _deal_slices(left, K, streams, st.hyper)
+            sums = np.add.reduceat(dealt, st.starts, axis=1, dtype=np.int64)
+            hits = dealt
+        out[:, st.groups] += plan.shift[st.value] * sums
+        if room is not None and st.leaves_room and hits is not None:
             if every:
                 room -= hits
             else:
