@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -36,6 +37,8 @@ SUITE = ROOT / "fairness/suite/builtin/qwen-v0.1.yaml"
 BASE_ROWS = 3200
 # rows → (paraphrase multiplier, seed multiplier): more templates and more seeds
 SHAPES = {3_200: (1, 1), 32_000: (2, 5), 320_000: (4, 25), 3_200_000: (10, 100)}
+# the largest grid is over the default limit of 1,000,000 rows; the runs inherit this
+os.environ.setdefault("FAIRNESS_MAX_GRID_ROWS", str(max(SHAPES)))
 
 WRAPPER = (
     "import json, resource, subprocess, sys, time\n"

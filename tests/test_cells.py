@@ -113,8 +113,11 @@ class TestNullMatchesEnumeration:
         "paths",
         [
             {},  # as the audit runs: the 10-row value by table, the rest row by row
-            {"TABLE_MAX": 0},  # no tables: the first value by hypergeometric draws
-            {"ROWS_MEAN": -1},  # later values by hypergeometric draws
+            {"TABLE_MAX": 0},  # no joint tables: the first value slice by slice from hypergeometric tables
+            {"TABLE_MAX": 0, "HYPER_BOX": 0},  # … or by numpy's hypergeometric draws
+            {"ROWS_MEAN": -1},  # later values slice by slice from hypergeometric tables (room left varies)
+            {"ROWS_MEAN": -1, "HYPER_BOX": 0},  # … or by numpy's hypergeometric draws
+            {"ROWS_MEAN": 2},  # value 2 (3 rows a cell) slice by slice from tables, before value 5 row by row
             {"ROWS_MEAN": 100, "TABLE_MAX": 0},  # every value drawn, later ones row by row
         ],
     )
@@ -140,6 +143,23 @@ class TestNullMatchesEnumeration:
             keep = exp > 0
             chi2 = float((((obs - exp) ** 2)[keep] / exp[keep]).sum())
             assert chi2 <= scipy.stats.chi2.ppf(1 - 1e-6, int(keep.sum()) - 1), (c, chi2, len(big))
+
+    def test_hypergeometric_tables_hold_the_exact_distribution(self):
+        hyper = _permutation._Hyper(3, 5, 0, 9, 7)  # good 3…7, bad 0…8, sample 0…6
+        good, bad, sample = (a.ravel() for a in np.meshgrid(np.arange(3, 8), np.arange(9), np.arange(7), indexing="ij"))
+        ok = sample <= good + bad
+        u = np.random.default_rng(0).random(ok.sum())
+        hyper.draw(good[ok], bad[ok], sample[ok], u)  # builds every table of the box
+        for g, b, k in zip(good[ok], bad[ok], sample[ok], strict=True):
+            t = hyper.index[((g - 3) * 9 + b) * 7 + k]
+            a, m = hyper.start[t], hyper.length[t]
+            x = hyper.value[a : a + m]
+            assert np.array_equal(x, np.arange(max(0, k - b), min(k, g) + 1))
+            assert np.allclose(hyper.cdf[a : a + m], scipy.stats.hypergeom.cdf(x, g + b, g, k), rtol=0, atol=1e-12)
+            assert hyper.cdf[a + m - 1] == 1.0
+            # the guide never starts past the answer: bucket i holds u ≥ i/m
+            first = [a + int(np.searchsorted(hyper.cdf[a : a + m], i / m, side="right")) for i in range(m)]
+            assert np.all(hyper.guide[a : a + m] <= first)
 
     def test_p_value_matches_enumeration_on_two_cells(self):
         cells = [[[1, 1, 0], [0, 0, 0]], [[1, 0, 0], [1, 0, 0]]]

@@ -21,13 +21,21 @@ Cost is per (resample, cell) and per value, so each value is dealt the cheapest 
   inverse-CDF lookup through a guide table (O(1), ~10–40 ns against ~3 × 20–85 ns for
   S − 1 numpy hypergeometrics). It is the value with ≥ 10 rows a cell and the smallest
   table, else the most common one; configurations too large to tabulate are drawn;
-- a later value (whose room depends on the earlier draws) with few rows a cell is dealt
-  row by row: each row takes a uniformly random free place (one uniform, ~30 ns a row);
-- any other value is dealt slice by slice with `Generator.hypergeometric`.
+- any other value is dealt slice by slice: slice s takes hypergeometric(its room, the later
+  slices' room, rows left) of it. Each such triple's distribution is tabulated the first
+  time it occurs (exact, from log-factorials) and kept for the metric's later passes; a
+  draw is one uniform and an inverse-CDF lookup (~30 ns against ~85 ns for numpy's
+  hypergeometric from 10 rows on). Such values are dealt before the row-by-row ones, so
+  the room they meet varies less and fewer triples occur; where a slice's triples would
+  not fit an index of `HYPER_BOX`, `Generator.hypergeometric` draws instead;
+- a later value with few rows a cell is dealt row by row: each row takes a uniformly random
+  free place (one uniform, ~15–30 ns a row).
 
-Slice totals are summed per group as they are dealt (cells are sorted by group). Cost and
-memory are O(P × cells × slices) per metric, independent of the rows; resamples are
-processed in passes of at most `BUDGET` (resample, cell, slice) elements.
+Slice totals are summed per group as they are dealt (cells are sorted by group); a table
+step's hits are summed in bit fields packed into one int64 per outcome, and room left is
+kept only for cells a later step deals into. Cost and memory are O(P × cells × slices) per
+metric, independent of the rows (plus the tables: at most `TABLES_MAX` joint outcomes, and
+the hypergeometric triples met, indexed within `HYPER_BOX` each); resamples are processed in passes of at most `BUDGET` (resample, cell, slice) elements.
 
 Randomness comes in blocks of `BLOCK` resamples, each with its own seeded stream
 (`[seed, metric index, block]`): p-values are reproducible and do not depend on how the
@@ -61,10 +69,14 @@ TABLE_MAX = 1 << 16
 TABLES_MAX = 1 << 19
 """Most outcomes tabulated per metric (smallest configurations first)."""
 
+HYPER_BOX = 1 << 21
+"""Most (room, later room, rows left) triples one slice of a step may index for its hypergeometric
+tables (an int32 each); a step whose box is larger draws with `Generator.hypergeometric`."""
+
 ROWS_MEAN = 8
 """A later value with at most this many rows a cell on average is dealt row by row (one uniform
-a row, ~30 ns), which beats S − 1 hypergeometric draws: numpy's costs ~20 ns plus ~8 ns a row
-of the sample below 10 rows and ~85 ns from 10 rows on."""
+a row, ~15–30 ns), which beats S − 1 tabulated hypergeometric draws (~30 ns each, plus
+building the tables of the triples met) and numpy's (~85 ns each from 10 rows on)."""
 
 
 class _Streams:
@@ -108,28 +120,33 @@ class _Table:
     hits: np.ndarray
 
     def draw(self, u: np.ndarray) -> np.ndarray:
-        """(S × C × p) hits per slice for uniforms `u` (C × p), one per (cell, resample)."""
-        t = self.config
-        length = self.length[t][:, None]
-        bucket = np.minimum((u * length).astype(np.int64), length - 1)
-        j = self.guide[self.start[t][:, None] + bucket].ravel()
-        flat = u.ravel()
-        # walk up to the first outcome whose CDF exceeds u (about one step on average) …
-        act = np.flatnonzero(self.cdf[j] <= flat)
-        for _ in range(4):
-            if not act.size:
-                break
-            j[act] += 1
-            act = act[self.cdf[j[act]] <= flat[act]]
-        if act.size:  # … and bisect the few left (u in a long run of tiny probabilities)
-            lo, hi = j[act], (self.start + self.length)[np.repeat(t, u.shape[1])[act]] - 1
-            uu = flat[act]
-            while np.any(hi - lo > 1):
-                mid = (lo + hi) // 2
-                below = self.cdf[mid] <= uu
-                lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-            j[act] = hi
-        return self.hits[:, j.reshape(u.shape)]
+        """(C × p) outcome drawn for uniforms `u` (C × p), one per (cell, resample)."""
+        t = self.config[:, None]
+        return _inverse(self.cdf, self.guide, self.start[t], self.length[t], u).reshape(u.shape)
+
+
+def _inverse(cdf: np.ndarray, guide: np.ndarray, start: np.ndarray, length: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """(flat) index of the first outcome whose CDF exceeds u, of each draw's distribution (its
+    `start` and `length` in `cdf`, broadcast against `u`): an exact inverse-CDF draw. The guide
+    table gives a start at or below it in O(1)."""
+    j = guide[start + np.minimum((u * length).astype(np.int64), length - 1)].ravel()
+    flat = u.ravel()
+    # walk up to the first outcome whose CDF exceeds u (about one step on average) …
+    act = np.flatnonzero(cdf[j] <= flat)
+    for _ in range(4):
+        if not act.size:
+            break
+        j[act] += 1
+        act = act[cdf[j[act]] <= flat[act]]
+    if act.size:  # … and bisect the few left (u in a long run of tiny probabilities)
+        lo, hi = j[act], np.broadcast_to(start + length - 1, u.shape).ravel()[act]
+        uu = flat[act]
+        while np.any(hi - lo > 1):
+            mid = (lo + hi) // 2
+            below = cdf[mid] <= uu
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        j[act] = hi
+    return j
 
 
 def _compositions(room: np.ndarray, K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -185,19 +202,109 @@ def _table(n: np.ndarray, K: np.ndarray, P: int) -> tuple[_Table, np.ndarray] | 
         guide[a : a + m] = a + np.searchsorted(c, np.arange(m) / m - 1e-12, side="right")
     cells = keep[config]
     small = np.int8 if int(hits.max()) < 128 else np.int16 if int(hits.max()) < 1 << 15 else np.int64
-    return _Table(renum[config[cells]], start, length, cdf, guide.astype(np.int32), hits.astype(small)), cells
+    return _Table(renum[config[cells]], start, length, cdf, guide, hits.astype(small)), cells
 
 
-def _deal_hypergeometric(room: np.ndarray, K: np.ndarray, streams: _Streams) -> np.ndarray:
+class _Hyper:
+    """Exact inverse-CDF tables of hypergeometric(good, bad, sample), one per triple, built the
+    first time a triple occurs and kept for later passes. A triple is found through a dense
+    index over its box [g0, g0 + gw) × [b0, b0 + bw) × [0, nw) (−1: not built yet).
+
+    Each table is a function of its triple alone (its own row of log-factorials and cumulative
+    sum), so draws do not depend on which triples were built together or in which pass.
+    """
+
+    def __init__(self, g0: int, gw: int, b0: int, bw: int, nw: int):
+        self.g0, self.b0, self.bw, self.nw = g0, b0, bw, nw
+        self.index = np.full(gw * bw * nw, -1, dtype=np.int32)
+        self.lf = gammaln(np.arange(g0 + gw + b0 + bw + 1, dtype=np.float64))  # lf[k] = log((k−1)!)
+        self.size = 0  # outcomes held (of the buffers' capacity)
+        self.cdf = np.empty(0)
+        self.guide = np.empty(0, dtype=np.int64)
+        self.value = np.empty(0, dtype=np.int64)
+        self.start = np.empty(0, dtype=np.int64)
+        self.length = np.empty(0, dtype=np.int64)
+
+    def draw(self, good: np.ndarray, bad: np.ndarray, sample: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Hypergeometric draws (shape of `u`) by inverse CDF, one uniform each."""
+        key = (((good - self.g0) * self.bw + (bad - self.b0)) * self.nw + sample).ravel()
+        t = self.index[key]
+        if t.min() < 0:
+            self._build(np.unique(key[t < 0]))
+            t = self.index[key]
+        return self.value[_inverse(self.cdf, self.guide, self.start[t], self.length[t], u.ravel())].reshape(u.shape)
+
+    def _build(self, key: np.ndarray) -> None:
+        n = key % self.nw
+        b = (key // self.nw) % self.bw + self.b0
+        g = key // (self.nw * self.bw) + self.g0
+        lo = np.maximum(n - b, 0)
+        m = np.minimum(n, g) - lo + 1
+        # rows padded to the next power of two of their length, a few widths at a time
+        width = np.left_shift(1, np.ceil(np.log2(m)).astype(np.int64))
+        for w in np.unique(width).tolist():
+            sel = np.flatnonzero(width == w)
+            self._append(key[sel], g[sel], b[sel], n[sel], lo[sel], m[sel], w)
+
+    def _append(self, key: np.ndarray, g: np.ndarray, b: np.ndarray, n: np.ndarray, lo: np.ndarray, m: np.ndarray, M: int) -> None:
+        T = key.size
+        valid = np.arange(M) < m[:, None]
+        x = lo[:, None] + np.where(valid, np.arange(M), 0)
+        lf = self.lf[1:]  # log(k!)
+        logp = (lf[g][:, None] - lf[x] - lf[g[:, None] - x] + lf[b][:, None] - lf[n[:, None] - x] - lf[b[:, None] - n[:, None] + x]
+                - (lf[g + b] - lf[n] - lf[g + b - n])[:, None])
+        cdf = np.cumsum(np.where(valid, np.exp(logp), 0.0), axis=1)
+        rows = np.arange(T)
+        cdf /= cdf[rows, m - 1][:, None]
+        cdf[rows, m - 1] = 1.0
+        # guide: bucket i of a table (u·m ∈ [i, i+1)) starts past the outcomes whose CDF is at most
+        # i/m − 1e-9 (so never past the answer): outcome j is passed from bucket ⌈m·(cdf_j + 1e-9)⌉ on
+        e = np.minimum(np.ceil(m[:, None] * (cdf + 1e-9)), m[:, None]).astype(np.int64)
+        passed = np.bincount((rows[:, None] * (M + 1) + e)[valid], minlength=T * (M + 1)).reshape(T, M + 1).cumsum(axis=1)
+        base, first = self.size, self.start.size
+        start = base + np.cumsum(m) - m
+        self.size = end = base + int(m.sum())
+        if end > self.cdf.size:  # grow geometrically: appends stay linear in all
+            cap = max(2 * self.cdf.size, end)
+            self.cdf, self.guide, self.value = (np.concatenate([a[:base], np.empty(cap - base, a.dtype)]) for a in (self.cdf, self.guide, self.value))
+        self.cdf[base:end] = cdf[valid]
+        self.guide[base:end] = (start[:, None] + passed[:, :M])[valid]
+        self.value[base:end] = x[valid]
+        self.start = np.concatenate([self.start, start])
+        self.length = np.concatenate([self.length, m])
+        self.index[key] = first + rows
+
+
+def _hyper(n: np.ndarray, K: np.ndarray, free: np.ndarray) -> list[_Hyper] | None:
+    """Tables for dealing a value with K (C,) rows slice by slice into cells of slice sizes n
+    (C × S) with `free` (C,) places left, or None where a slice's box exceeds `HYPER_BOX`."""
+    used = (n.sum(axis=1) - free)[:, None]  # places earlier values took, anywhere in the cell
+    later = np.cumsum(n[:, ::-1], axis=1)[:, ::-1]
+    out = []
+    for s in range(n.shape[1] - 1):
+        g0, g1 = int(np.maximum(n[:, s : s + 1] - used, 0).min()), int(n[:, s].max())
+        b0, b1 = int(np.maximum(later[:, s + 1 : s + 2] - used, 0).min()), int(later[:, s + 1].max())
+        if (g1 - g0 + 1) * (b1 - b0 + 1) * (int(K.max()) + 1) > HYPER_BOX:
+            return None
+        out.append(_Hyper(g0, g1 - g0 + 1, b0, b1 - b0 + 1, int(K.max()) + 1))
+    return out
+
+
+def _deal_slices(room: np.ndarray, K: np.ndarray, streams: _Streams, hyper: list[_Hyper] | None) -> np.ndarray:
     """(S × C × p) hits per slice of a value with K (C,) rows dealt into `room` (S × C × p),
-    slice by slice: slice s takes a hypergeometric share of what it and the later slices hold."""
+    slice by slice: slice s takes a hypergeometric share of what it and the later slices hold,
+    drawn from `hyper`'s tables (one uniform each) or else by `Generator.hypergeometric`."""
     S = room.shape[0]
     remaining = np.repeat(K[:, None], room.shape[2], axis=1)
-    later = room.sum(axis=0)
+    later = room.sum(axis=0, dtype=room.dtype)
     taken = np.empty_like(room)
+    u = streams.random((S - 1, room.shape[1])) if hyper is not None else None
     for s in range(S - 1):
         later -= room[s]
-        streams.hypergeometric(room[s], later, remaining, taken[s])
+        if hyper is not None and u is not None:
+            taken[s] = hyper[s].draw(room[s], later, remaining, u[s])
+        else:
+            streams.hypergeometric(room[s], later, remaining, taken[s])
         remaining -= taken[s]
     taken[S - 1] = remaining
     return taken
@@ -220,7 +327,7 @@ def _deal_rows(room: np.ndarray, K: np.ndarray, free: np.ndarray, streams: _Stre
         cum[t] += cum[t - 1]
     for k in range(int(Ks[0])):
         a = int(np.searchsorted(-Ks, -k, side="left"))  # cells with more than k rows
-        x = (streams.random((a,)) * (free[order[:a]] - k)[:, None]).astype(np.int64)
+        x = (streams.random((a,)) * (free[order[:a]] - k)[:, None]).astype(np.int32)
         for t in range(S - 1):
             cum[t, :a] -= x < cum[t, :a]
     # hits = room before − room after, slice by slice, back in the cells' order
@@ -247,6 +354,10 @@ class _Step:
     groups: np.ndarray
     free: np.ndarray  # (cells,) room left in each cell before this value is dealt
     by_rows: bool = False
+    hyper: list[_Hyper] | None = None  # slice-by-slice tables (neither table nor rows)
+    leaves_room: bool = True  # a later step deals into some of these cells: room must be kept
+    packed: np.ndarray | None = None  # per table outcome, its hits per slice in `bits`-bit fields
+    bits: int = 0
 
 
 @dataclass
@@ -265,8 +376,8 @@ class _Plan:
 
 def _plan(levels: np.ndarray, counts: np.ndarray, group: np.ndarray, n_groups: int, P: int) -> _Plan:
     """`group` (C,) is each cell's group, non-decreasing (cells sorted by group)."""
-    n = counts.sum(axis=2)
-    K = counts.sum(axis=1)
+    n = counts.sum(axis=2).astype(np.int32)  # int32 room and hits: half the memory traffic
+    K = counts.sum(axis=1).astype(np.int32)
     order = np.argsort(K.sum(axis=0), kind="stable")  # most common last
     last, first = int(order[-1]), int(order[-2])
     # The table goes to the value that is dearest to draw otherwise: one with many rows a cell
@@ -283,7 +394,9 @@ def _plan(levels: np.ndarray, counts: np.ndarray, group: np.ndarray, n_groups: i
     def step(v: int, cells: np.ndarray, table: _Table | None = None) -> _Step:
         starts = np.searchsorted(group[cells], np.arange(n_groups))
         nonempty = np.flatnonzero(np.diff(np.append(starts, cells.size)) > 0)
-        st = _Step(v, cells, table, starts[nonempty], nonempty, free[cells].copy(), K[cells, v].mean() <= ROWS_MEAN)
+        by_rows = bool(K[cells, v].mean() <= ROWS_MEAN)
+        hyper = None if table is not None or by_rows else _hyper(n[cells], K[cells, v], free[cells])
+        st = _Step(v, cells, table, starts[nonempty], nonempty, free[cells].copy(), by_rows, hyper)
         free[cells] -= K[cells, v]
         return st
 
@@ -295,7 +408,22 @@ def _plan(levels: np.ndarray, counts: np.ndarray, group: np.ndarray, n_groups: i
         has_first = has_first[~tab[1]]
     if has_first.size:
         steps.append(step(first, has_first))
-    steps += [step(int(v), np.flatnonzero(K[:, v] > 0)) for v in order[:-2] if K[:, v].any()]
+    # Values dealt slice by slice go before those dealt row by row: the room they meet varies less
+    # (fewer tables to build), and the commonest row-by-row value, dealt last, leaves no room to keep.
+    rest = sorted((int(v) for v in order[:-2] if K[:, v].any()), key=lambda v: bool(mean[v] <= ROWS_MEAN))
+    steps += [step(v, np.flatnonzero(K[:, v] > 0)) for v in rest]
+    later = np.zeros(len(n), dtype=bool)
+    for st in reversed(steps):
+        st.leaves_room = bool(later[st.cells].any())
+        later[st.cells] = True
+        if st.table is not None:
+            # A table's hits summed per group fit fields of `bits` bits: one gather and one sum a
+            # (cell, resample) for all slices at once, when the S fields fit an int64.
+            bound = np.add.reduceat(np.minimum(n[st.cells], K[st.cells, st.value][:, None]), st.starts, axis=0).max()
+            bits = int(bound).bit_length()
+            if bits * n.shape[1] <= 62:
+                st.bits = bits
+                st.packed = (st.table.hits.astype(np.int64) << (bits * np.arange(n.shape[1]))[:, None]).sum(axis=0)
     return _Plan(n, K, float(levels[last]), levels - levels[last], n_groups, steps)
 
 
@@ -307,17 +435,27 @@ def _deal(plan: _Plan, streams: _Streams, p: int) -> np.ndarray:
     def full(cells: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(np.broadcast_to(plan.n[cells].T[:, :, None], (S, cells.size, p)))
 
-    room = full(np.arange(C)) if len(plan.steps) > 1 else None  # what earlier steps left
-    for i, st in enumerate(plan.steps):
+    room = full(np.arange(C)) if any(st.leaves_room for st in plan.steps) else None  # what earlier steps left
+    for st in plan.steps:
         every = st.cells.size == C
-        if st.table is not None:
-            hits = st.table.draw(streams.random((st.cells.size,)))
+        hits: np.ndarray | None = None
+        if st.table is not None and st.packed is not None:
+            j = st.table.draw(streams.random((st.cells.size,)))
+            tot = np.add.reduceat(st.packed[j], st.starts, axis=0)
+            sums = (tot >> (st.bits * np.arange(S))[:, None, None]) & ((1 << st.bits) - 1)
+            if st.leaves_room:
+                hits = st.table.hits[:, j]
         else:
-            left = full(st.cells) if room is None else room if every else room[:, st.cells]
-            K = plan.K[st.cells, st.value]
-            hits = _deal_rows(left, K, st.free, streams) if st.by_rows else _deal_hypergeometric(left, K, streams)
-        out[:, st.groups] += plan.shift[st.value] * np.add.reduceat(hits, st.starts, axis=1, dtype=np.int64)
-        if room is not None and i < len(plan.steps) - 1:
+            if st.table is not None:
+                dealt = st.table.hits[:, st.table.draw(streams.random((st.cells.size,)))]
+            else:
+                left = full(st.cells) if room is None else room if every else room[:, st.cells]
+                K = plan.K[st.cells, st.value]
+                dealt = _deal_rows(left, K, st.free, streams) if st.by_rows else _deal_slices(left, K, streams, st.hyper)
+            sums = np.add.reduceat(dealt, st.starts, axis=1, dtype=np.int64)
+            hits = dealt
+        out[:, st.groups] += plan.shift[st.value] * sums
+        if room is not None and st.leaves_room and hits is not None:
             if every:
                 room -= hits
             else:
