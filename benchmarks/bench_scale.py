@@ -37,6 +37,8 @@ SUITE = ROOT / "fairness/suite/builtin/qwen-v0.1.yaml"
 BASE_ROWS = 3200
 # rows → (paraphrase multiplier, seed multiplier): more templates and more seeds
 SHAPES = {3_200: (1, 1), 32_000: (2, 5), 320_000: (4, 25), 3_200_000: (10, 100)}
+FILE_ROWS = 500_000
+"""Rows per data file (~0.6 GB): the reader caps one data file at 1 GiB, so a larger set is split, as shards are."""
 # the largest grid is over the default limit of 1,000,000 rows; the runs inherit this
 os.environ.setdefault("FAIRNESS_MAX_GRID_ROWS", str(max(SHAPES)))
 
@@ -78,24 +80,33 @@ def make_set(rows: int, where: Path) -> tuple[Path, Path]:
     rec_dir.mkdir()
     model_id, system_prompt = manifest["model"]["id"], manifest["system_prompt"]
     n = 0
-    with open(rec_dir / "records.jsonl", "w", encoding="utf-8") as out:
-        for case in iter_cases(suite):
-            src = rng.choice(by_slice[case.slice_id])
-            rec = {
-                **src,
-                "family": case.family, "key": content_key(model_id, system_prompt, case.prompt, case.params, case.seed),
-                "params": case.params.model_dump(mode="json"), "paraphrase_id": case.paraphrase_id,
-                "placeholders": case.placeholders, "prompt": case.prompt, "regime": case.regime,
-                "row_id": case.row_id, "seed": case.seed, "slice": case.slice, "slice_id": case.slice_id, "status": "ok",
-            }
-            out.write(json.dumps(rec, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n")
-            n += 1
+    files: list[dict] = []
+    out = None
+    for case in iter_cases(suite):
+        if n % FILE_ROWS == 0:  # a new data file: each stays under the 1 GiB cap on one file
+            if out is not None:
+                out.close()
+            name = "records.jsonl" if rows <= FILE_ROWS else f"records-{n // FILE_ROWS:02d}.jsonl"
+            files.append({"path": name, "rows": min(FILE_ROWS, rows - n)})
+            out = open(rec_dir / name, "w", encoding="utf-8")  # noqa: SIM115 - closed when the next file opens
+        src = rng.choice(by_slice[case.slice_id])
+        rec = {
+            **src,
+            "family": case.family, "key": content_key(model_id, system_prompt, case.prompt, case.params, case.seed),
+            "params": case.params.model_dump(mode="json"), "paraphrase_id": case.paraphrase_id,
+            "placeholders": case.placeholders, "prompt": case.prompt, "regime": case.regime,
+            "row_id": case.row_id, "seed": case.seed, "slice": case.slice, "slice_id": case.slice_id, "status": "ok",
+        }
+        out.write(json.dumps(rec, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n")
+        n += 1
+    if out is not None:
+        out.close()
     assert n == rows, (n, rows)
     manifest.update(
         suite=suite.name, suite_version=suite.version, suite_hash=suite.hash,
         grid_hash="synthetic benchmark set (not computed)", seeds=list(suite.seeds),
         expected_rows=rows, rows=rows, complete=True, shard=None,
-        files=[{"path": "records.jsonl", "sha256": sha256_file(rec_dir / "records.jsonl"), "rows": rows}],
+        files=[{**f, "sha256": sha256_file(rec_dir / f["path"])} for f in files],
     )
     manifest["model"]["note"] = "Synthetic benchmark set: committed test-model outputs resampled over a larger grid."
     (rec_dir / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
