@@ -1,7 +1,7 @@
 """Issue 13's CPU and memory targets, measured as ratios in one run on this machine.
 
 1. The default `run` on the committed 3,200 records: this tree's CPU ÷ a baseline tree's (the
-   code before the scale work: `git worktree add /tmp/base ca8781b`), paired and alternating
+   code before the scale work: `git worktree add ../base ca8781b`), paired and alternating
    so both see the same load; target ≤ 0.5.
 2. `run --evaluators all` ÷ the default `run` (this tree, paired); target ≤ 2.
 3. 320,000 synthetic rows ÷ 3,200 synthetic rows (this tree; `bench_scale.make_set`), with
@@ -10,7 +10,7 @@
 CPU is user + system time of the `run` process (`getrusage(RUSAGE_CHILDREN)` of a wrapper), so
 import time counts, as a user pays it. Medians of `--repeat` pairs; ratios are per pair.
 
-Run by hand:  python benchmarks/bench_cpu_targets.py --baseline /tmp/base [--repeat 7] [--big]
+Run by hand:  python benchmarks/bench_cpu_targets.py --baseline ../base [--repeat 7] [--big]
 """
 
 from __future__ import annotations
