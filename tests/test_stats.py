@@ -15,6 +15,7 @@ from fairness.audit._intervals import (
     CellCounts,
     SliceBounds,
     cell_counts,
+    cluster_corr,
     detectable,
     gap_interval,
     holm_levels,
@@ -23,6 +24,7 @@ from fairness.audit._intervals import (
     pair_difference,
     seeds_needed,
     sidak,
+    slice_corrs,
     upper,
     worst_interval,
 )
@@ -328,6 +330,21 @@ class TestNewcombe:
         g = gap_interval(sb, 0.05)
         assert g.low == pytest.approx(max(pair_difference(sb, 0, 2, 0.025 / 6)[0], 0.0))
         assert g.high == pytest.approx(pair_difference(sb, 0, 2, 0.025)[1])
+
+    def test_all_pair_correlations_equal_the_pairwise_definition_bit_for_bit(self):
+        """`gap_interval` reads every pair's correlation from one `slice_corrs` call; each entry is
+        exactly `cluster_corr` of that pair (empty slices, constant slices and single cells included)."""
+        rng = np.random.default_rng(7)
+        for trial in range(300):
+            C, S = int(rng.integers(1, 60)), int(rng.integers(2, 6))
+            counts = rng.integers(0, 8, size=(C, S)).astype(float)
+            if trial % 5 == 0:
+                counts[:, int(rng.integers(S))] = 0.0
+            sums = np.floor(counts * rng.random((C, S)) * (1 + 3 * (trial % 2)))
+            r = slice_corrs(CellCounts(sums, counts, "rate"))
+            pairwise = [[cluster_corr(sums[:, i], counts[:, i], sums[:, j], counts[:, j]) if i != j else 0.0
+                         for j in range(S)] for i in range(S)]
+            assert r.tolist() == pairwise
 
 
 class TestHolmAndGate:

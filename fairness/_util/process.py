@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import os
 
-BLAS_THREADS = ("OPENBLAS_NUM_THREADS",)
-
 
 def set_process_defaults() -> None:
     """Call before numpy is imported; a value the user set wins."""
-    for name in BLAS_THREADS:
-        os.environ.setdefault(name, "1")
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
