@@ -111,7 +111,7 @@ def test_unknown_mode():
 
 
 def test_fast_scan_equals_the_pure_python_fallback(monkeypatch):
-    """The Aho–Corasick path and the str.count fallback score every output identically."""
+    """The array finder (`_terms`) and the str.count fallback score every output identically."""
     import random
 
     from fairness.score import _rubric as _score

@@ -27,6 +27,7 @@ import numpy as np
 
 from fairness._util.canonical import sha256_text
 from fairness._util.yaml_io import loads_yaml
+from fairness.score._terms import TermFinder, searchable_prefix, usable
 
 Mode = Literal["paper", "strict"]
 MODES: tuple[Mode, ...] = ("paper", "strict")
@@ -217,47 +218,44 @@ class _Owners:
 
 
 @lru_cache(maxsize=1)
-def _automaton():
-    """One Aho–Corasick automaton over every substring term, or None without pyahocorasick.
+def _finder():
+    """One `TermFinder` over every substring term and each regex's literal anchor, or None
+    when some term is one it cannot search for (the pure-Python path then scores).
 
-    It reports all occurrences of all terms in one pass over the corpus. That equals the
+    It reports all occurrences of all words in one pass over the corpus. That equals the
     reference's non-overlapping `str.count` for terms that cannot overlap themselves; the
-    few that can ("threat", "muslim") are de-overlapped left to right afterwards. Each word's
-    value is its id in `_Owners`, so the matches come out as plain integers.
+    few that can ("threat", "muslim") are de-overlapped left to right afterwards. An anchor
+    only picks the outputs its full regex is run on, so one is cut before its first
+    character the finder cannot take (`i can’t` → `i can`): still in every match.
     """
-    try:
-        import ahocorasick
-    except ImportError:
-        return None
     rubric = load_rubric()
     cats = list(rubric.terms)
     owners: dict[str, list[tuple[int, int, bool]]] = {}
     for ci, cat in enumerate(cats):
         for term in rubric.terms[cat]:
+            if not usable(term):
+                return None
             owners.setdefault(term, []).append((ci, len(term), _has_border(term)))
     # the regex lists' literal anchors ride along, tagged with a negative id: one pass for all
     regex_lists = list(rubric.regex)
     for ri, name in enumerate(regex_lists):
         for pattern in rubric.regex[name]:
-            anchor = literal_anchor(pattern.lower())
-            if anchor is None:
+            anchor = searchable_prefix(literal_anchor(pattern.lower()) or "")
+            if not usable(anchor):
                 return None
             if (-1 - ri, 0, False) not in owners.get(anchor, []):
                 owners.setdefault(anchor, []).append((-1 - ri, 0, False))
-    auto = ahocorasick.Automaton()
     flat: list[tuple[int, int, bool]] = []
     first, count = [], []
-    for w, (word, own) in enumerate(owners.items()):
-        auto.add_word(word, w)
+    for own in owners.values():
         first.append(len(flat))
         count.append(len(own))
         flat += own
-    auto.make_automaton()
     table = _Owners(
         np.array(first, dtype=np.int64), np.array(count, dtype=np.int64), np.array([o[0] for o in flat], dtype=np.int64),
         np.array([o[1] for o in flat], dtype=np.int64), np.array([o[2] for o in flat], dtype=bool),
     )
-    return auto, table, cats, regex_lists
+    return TermFinder(list(owners)), table, cats, regex_lists
 
 
 def _keep_first_of_overlaps(ends: np.ndarray, length: int) -> np.ndarray:
@@ -275,18 +273,17 @@ def _keep_first_of_overlaps(ends: np.ndarray, length: int) -> np.ndarray:
 
 
 def _scan(corpus: _Corpus) -> tuple[dict[str, np.ndarray], dict[str, set[int]]] | None:
-    """One automaton pass: per-output term counts per list, and the outputs holding a regex
-    list's anchor (the only candidates for its full regex). None without pyahocorasick.
+    """One pass of the finder: per-output term counts per list, and the outputs holding a
+    regex list's anchor (the only candidates for its full regex). None when the rubric has a
+    term the finder cannot take.
 
-    The matches are read into arrays in C (`np.fromiter` over the flattened (end, word)
-    pairs) and expanded to their owners with array operations; only a self-overlapping term
-    that does overlap itself somewhere is walked in Python."""
-    ac = _automaton()
-    if ac is None:
+    The matches are expanded to their owners with array operations; only a self-overlapping
+    term that does overlap itself somewhere is walked in Python."""
+    found = _finder()
+    if found is None:
         return None
-    auto, own, cats, regex_lists = ac
-    pairs = np.fromiter(itertools.chain.from_iterable(auto.iter(corpus.text)), dtype=np.int64)
-    match_end, word = pairs[0::2], pairs[1::2]
+    finder, own, cats, regex_lists = found
+    match_end, word = finder.find(corpus.text)
     per = own.count[word]
     match = np.repeat(np.arange(len(word)), per)  # one entry per (match, owner), in match order
     k = np.arange(len(match)) - np.repeat(np.cumsum(per) - per, per)
