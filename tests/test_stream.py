@@ -56,18 +56,24 @@ def test_streamed_run_equals_the_in_memory_audit(tmp_path):
 def test_chunk_size_does_not_change_the_aggregates():
     suite = load_suite(SUITE)
     manifest = read_manifest(REC)
-    lines: list[list[str]] = [[], []]
+    rows: list[list[int]] = [[], [], []]
     tables, hashes = [], []
-    for k, chunk in enumerate((10_000, 777)):
-        _, table, grid = stream_cells(suite, REC, manifest, OPTS, lambda c, *_, k=k: lines[k].append(len(c)), chunk=chunk)
+    for k, chunk in enumerate((10_000, 777, 3)):  # 3: each prompt's 5 seeds split into runs of 3 and 2
+        _, table, grid = stream_cells(suite, REC, manifest, OPTS, lambda runs, *_, k=k: rows[k].append(sum(map(len, runs))),
+                                      chunk=chunk)
         tables.append(table)
         hashes.append(grid)
-    a, b = tables
-    assert sum(lines[0]) == sum(lines[1]) == 3200 and max(lines[1]) == 777
+    # whole runs of a prompt's seeds: 777 rows asked, 780 taken (156 prompts × 5 seeds)
+    assert list(map(sum, rows)) == [3200, 3200, 3200] and max(rows[1]) == 780
+    assert rows[2] == [3, *[5] * 639, 2]  # runs of 3, 2, 3, 2 …: a chunk takes runs until it holds 3 rows
     # the grid hash made on the way is the grid's own, however the rows were chunked
-    assert hashes[0] == hashes[1] == grid_hash(suite.expand(), suite.system_prompt) == manifest.grid_hash
-    assert np.array_equal(a.n, b.n) and np.array_equal(a.sums, b.sums) and np.array_equal(a.sumsq, b.sumsq)
-    assert all(np.array_equal(a.hist[m][1], b.hist[m][1]) for m in a.hist)
+    assert len(set(hashes)) == 1 and hashes[0] == grid_hash(suite.expand(), suite.system_prompt) == manifest.grid_hash
+    a = tables[0]
+    for b in tables[1:]:
+        assert np.array_equal(a.n, b.n) and np.array_equal(a.sums, b.sums) and np.array_equal(a.sumsq, b.sumsq)
+        assert np.array_equal(a.seed_n, b.seed_n) and np.array_equal(a.seed_sums, b.seed_sums)
+        assert all(np.array_equal(a.cell_codes[f], b.cell_codes[f]) for f in a.cell_codes)
+        assert all(np.array_equal(a.hist[m][1], b.hist[m][1]) for m in a.hist)
 
 
 def test_records_out_of_grid_order_fall_back_to_the_in_memory_replay(tmp_path):
@@ -167,14 +173,27 @@ def test_record_blocks_are_iter_records(tmp_path, gz):
     path = tmp_path / ("records.jsonl.gz" if gz else "records.jsonl")
     data = "".join(lines).encode("utf-8")
     path.write_bytes(gzip.compress(data) if gz else data)
-    want = [dict(r) for r in iter_records(path)]
+    want = [_fields(r) for r in iter_records(path)]
     assert len(want) == 2498 and want[6]["output"].startswith("caf\u00e9 \u2019 ")
     assert list(_blocks(path)) == want
+
+
+def _fields(rec) -> dict:
+    """A record as `iter_record_blocks` gives it: its fields, `params` a dict of its own."""
+    return {**dict(rec), "params": rec.params.model_dump()}
 
 
 @pytest.mark.parametrize("bad", [
     lambda line: line.replace('"seed":', '"seed_":'),  # a record the validators refuse
     lambda line: line.replace('"output":"', '"output":"\udcff'),  # bytes that are not UTF-8
+    # `params` is read as a dict of its fields, refusing what `SamplingParams` refuses
+    lambda line: line.replace('"params":{', '"params":{"top_k":5,'),
+    lambda line: line.replace('"params":{', '"params":{"temperature":9,', 1).replace(',"temperature":0.2', ''),
+    lambda line: line.replace('"max_new_tokens":160,', ''),
+    lambda line: line.replace('"max_new_tokens":160', '"max_new_tokens":"many"'),
+    lambda line: line.replace('"params":{"max_new_tokens":160,"temperature":0.2,"top_p":0.9}', '"params":[160,0.2,0.9]'),
+    lambda line: line.replace('"params":{"max_new_tokens":160,"temperature":0.2,"top_p":0.9}', '"params":null'),
+    lambda line: line.replace('"top_p":0.9', '"top_p":NaN'),
 ])
 def test_a_bad_line_in_a_later_block_is_iter_records_error(tmp_path, bad):
     lines = _record_lines()[:2000]
@@ -184,7 +203,7 @@ def test_a_bad_line_in_a_later_block_is_iter_records_error(tmp_path, bad):
     blocks, blocks_error = _read(_blocks, path)
     records, records_error = _read(iter_records, path)
     assert blocks_error == records_error and (" line 1801" in blocks_error or "byte offset" in blocks_error)
-    assert blocks == [dict(r) for r in records] and len(blocks) == 1800
+    assert blocks == [_fields(r) for r in records] and len(blocks) == 1800
 
 
 def test_over_the_size_limit_after_the_lines_within_it(tmp_path, monkeypatch):

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from fairness.audit._metrics import Design, Factor, Scope, SliceTable, scope_masks
-from fairness.suite._case import Case
+from fairness.suite._runs import SeedRun
 
 MAX_LEVELS = 256
 """A metric with more distinct values than this keeps no value histogram (no permutation test)."""
@@ -215,7 +215,7 @@ def variance_shares_cells(design: Design, table: CellTable, m: int) -> dict[str,
 
 
 class CellAccumulator:
-    """Builds the `Design` levels and the `CellTable` from chunks of (cases, metric rows).
+    """Builds the `Design` levels and the `CellTable` from chunks of (seed runs, metric rows).
 
     Level codes are given in order of first appearance, exactly as `build_design` gives
     them, so a streamed audit equals the in-memory one; only per-cell and per-level state is
@@ -231,6 +231,7 @@ class CellAccumulator:
         self.columns = dict(placeholder_columns)
         self._levels: dict[str, dict[str, int]] = {n: {} for n in ("family", "regime", *self.columns.values(), "paraphrase", "seed")}
         self._cells: dict[tuple, int] = {}
+        self._seed_cache: dict[tuple, np.ndarray] = {}
         empty = Design([], self.slices, np.zeros(0, dtype=np.int64), {}, np.zeros(0, dtype=np.int64), 0, ())
         self.table = CellTable.empty(_with_seed(empty), n_metrics, histogram_metrics)
         self.table.cell_codes = {n: np.zeros(0, dtype=np.int64) for n in self._levels if n != "seed"}
@@ -243,31 +244,41 @@ class CellAccumulator:
             code = levels[value] = len(levels)
         return code
 
-    def add(self, cases: Sequence[Case], Y: np.ndarray, empty: np.ndarray | None = None) -> None:
-        """Fold a chunk in. A grid's consecutive rows share their coordinate objects (family,
+    def add(self, runs: Sequence[SeedRun], Y: np.ndarray, empty: np.ndarray | None = None) -> None:
+        """Fold a chunk in: the rows of `runs`, with their metric values and which outputs are
+        empty. A run's rows share their cell and slice; its seeds are coded once per distinct
+        tuple of seeds. A grid's consecutive runs share their coordinate objects (family,
         paraphrase, placeholders, regime): while they are the very same, so is the cell."""
-        n = len(cases)
-        cluster, slice_codes, seed_codes = [], [], []
-        lv, slice_code, seeds = self._levels, self._slice_code, self._levels["seed"]
+        cluster, slice_codes, seed_codes, lengths = [], [], [], []
+        slice_code = self._slice_code
         cell = -1
         last: tuple[Any, ...] = (None, None, None, None)
-        for c in cases:
-            if not (c.family is last[0] and c.paraphrase_id is last[1] and c.placeholders is last[2] and c.regime is last[3]):
-                last = (c.family, c.paraphrase_id, c.placeholders, c.regime)
-                cell = self._cell(c)
+        for r in runs:
+            if not (r.family is last[0] and r.paraphrase_id is last[1] and r.placeholders is last[2] and r.regime is last[3]):
+                last = (r.family, r.paraphrase_id, r.placeholders, r.regime)
+                cell = self._cell(r)
             cluster.append(cell)
-            slice_codes.append(slice_code[c.slice_id])
-            seed = str(c.seed)
-            code = seeds.get(seed)
-            seed_codes.append(self._code(seeds, seed) if code is None else code)
-        if len(lv["seed"]) > len(self.table.seed_n):
-            self.table.grow(0, max(2 * len(self.table.seed_n), len(lv["seed"])))
-        self.table.add(np.array(cluster, dtype=np.int64), np.array(slice_codes, dtype=np.int64),
-                       np.array(seed_codes, dtype=np.int64), Y, empty)
-        self.n_rows += n
+            slice_codes.append(slice_code[r.slice_id])
+            lengths.append(len(r.seeds))
+            seed_codes.append(self._seed_codes(r.seeds))
+        if len(self._levels["seed"]) > len(self.table.seed_n):
+            self.table.grow(0, max(2 * len(self.table.seed_n), len(self._levels["seed"])))
+        n = np.array(lengths, dtype=np.int64)
+        self.table.add(np.repeat(np.array(cluster, dtype=np.int64), n), np.repeat(np.array(slice_codes, dtype=np.int64), n),
+                       np.concatenate(seed_codes) if seed_codes else np.zeros(0, dtype=np.int64), Y, empty)
+        self.n_rows += int(n.sum())
 
-    def _cell(self, c: Case) -> int:
-        """The cell of row `c` (a new one, its factor levels coded, on first sight)."""
+    def _seed_codes(self, seeds: Sequence[int]) -> np.ndarray:
+        """The seed level codes of a run's seeds (levels in order of first appearance)."""
+        key = tuple(seeds)
+        codes = self._seed_cache.get(key)
+        if codes is None:
+            levels = self._levels["seed"]
+            codes = self._seed_cache[key] = np.array([self._code(levels, str(x)) for x in key], dtype=np.int64)
+        return codes
+
+    def _cell(self, c: SeedRun) -> int:
+        """The cell of run `c` (a new one, its factor levels coded, on first sight)."""
         key = (c.family, c.paraphrase_id, tuple(sorted(c.placeholders.items())), c.regime)
         cell = self._cells.get(key)
         if cell is None:

@@ -12,7 +12,7 @@ import operator
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -34,6 +34,7 @@ from fairness.report._html import card_html
 from fairness.report._junit import junit_xml
 from fairness.report._render import card, card_md, card_yaml, results_json, summary_md
 from fairness.score._rubric import ScoreTable
+from fairness.suite._runs import SeedRun, seed_runs
 from fairness.suite._suite import Suite, load_suite
 
 OUTPUTS = ("results.json", "transcripts.jsonl", "summary.md", "card.yaml", "card.md", "card.html")
@@ -75,38 +76,34 @@ _FINISH = {r: _encode_str(r) for r in ("stop", "length")}
 """The JSON of each finish reason a record can hold."""
 
 
-def transcript_lines(run_cases: Sequence[Any], outputs: Sequence[str], finish_reasons: Sequence[str],
+def transcript_lines(runs: Iterable[SeedRun], outputs: Sequence[str], finish_reasons: Sequence[str],
                      scores: ScoreTable) -> list[str]:
-    """The transcript lines (each ending in a newline) of grid rows joined to their records
-    (`outputs[i]` answers `run_cases[i]`): one per row, its coordinates, prompt, recorded
+    """The transcript lines (each ending in a newline) of the rows of `runs` joined to their
+    records (`outputs[i]` answers the i-th row): one per row, its coordinates, prompt, recorded
     output and scores (`scores` in the rows' order).
 
     Each line is the JSON of `{row_id, family, paraphrase_id, placeholders, slice, slice_id, regime,
     seed, prompt, output, finish_reason, scores}` (`json.dumps(..., ensure_ascii=False)`), made by
-    one `%` format per row: the part shared by a prompt's rows (coordinates and prompt) is encoded
-    into the format once for each run of consecutive rows sharing it (the very same objects, as
-    a grid's rows of one prompt hold, compare by identity alone), and the scores fill it as numbers."""
+    one `%` format per row: the part a run's rows share (coordinates and prompt) is encoded
+    into the format once per run, and the scores fill it as numbers."""
     enc = _encode_str
     convs, columns = zip(*map(_score_column, scores.columns.values()), strict=True) if scores.columns else ((), ())
     score_fmt = "{" + ", ".join(f"{enc(k).replace('%', '%%')}: {c}" for k, c in zip(scores.columns, convs, strict=True)) + "}}\n"
-    finish = _FINISH
-    lines = []
-    shared: tuple = ()
-    fmt = ""
-    bodies = json_string_bodies(outputs)
-    for case, body, reason, values in zip(run_cases, bodies, finish_reasons, zip(*columns, strict=True), strict=True):
-        key = _shared_part(case)
-        # tuple equality is an identity test per member first: a prompt's rows cost no string compare
-        if key != shared or ((key[2] is not shared[2] or key[3] is not shared[3]) and not (
-                _same_order(key[2], shared[2]) and _same_order(key[3], shared[3]))):
-            part = _TRANSCRIPT.encode({
-                "family": case.family, "paraphrase_id": case.paraphrase_id, "placeholders": case.placeholders,
-                "slice": case.slice, "slice_id": case.slice_id, "regime": case.regime,
-            })
-            fmt = ('{"row_id": %s, ' + part[1:-1].replace("%", "%%") + ', "seed": %d, "prompt": '
-                   + enc(case.prompt).replace("%", "%%") + ', "output": "%s", "finish_reason": %s, "scores": ' + score_fmt)
-        shared = key
-        lines.append(fmt % (enc(case.row_id), case.seed, body, finish.get(reason) or enc(reason), *values))
+    lines: list[str] = []
+    reasons = [_FINISH.get(r) or _encode_str(r) for r in finish_reasons]
+    # one iterator per column, shared by the runs: each run's rows take the next values of each
+    bodies, reason_json, values = iter(json_string_bodies(outputs)), iter(reasons), [iter(c) for c in columns]
+    for run in runs:
+        part = _TRANSCRIPT.encode({
+            "family": run.family, "paraphrase_id": run.paraphrase_id, "placeholders": run.placeholders,
+            "slice": run.slice, "slice_id": run.slice_id, "regime": run.regime,
+        })
+        fmt = ('{"row_id": %s, ' + part[1:-1].replace("%", "%%") + ', "seed": %d, "prompt": '
+               + enc(run.prompt).replace("%", "%%") + ', "output": "%s", "finish_reason": %s, "scores": ' + score_fmt)
+        # the run's ids come first: zip stops there, before taking the next run's values
+        lines += map(fmt.__mod__, zip(map(enc, run.row_ids), run.seeds, bodies, reason_json, *values, strict=False))
+    if len(lines) != len(outputs):
+        raise ValueError(f"{len(outputs)} outputs for {len(lines)} rows")
     return lines
 
 
@@ -138,15 +135,6 @@ def write_lines(fh: TextIO, lines: list[str], batch: int = 256) -> None:
     out = fh.buffer
     for i in range(0, len(lines), batch):
         out.write(b"".join(map(str.encode, lines[i : i + batch])))
-
-
-_shared_part = operator.attrgetter("family", "paraphrase_id", "placeholders", "slice", "slice_id", "regime", "prompt")
-"""What a prompt's rows share in their transcript lines, as one tuple (built in C)."""
-
-
-def _same_order(a: dict, b: dict) -> bool:
-    """Equal dicts (already compared) that also encode alike: the same object, or keys in the same order."""
-    return a is b or list(a) == list(b)
 
 
 _OUTPUT, _FINISH_REASON = operator.itemgetter("output"), operator.itemgetter("finish_reason")
@@ -259,8 +247,8 @@ def _audit_rows(suite: Suite, options: RunOptions, transcripts: _Transcripts) ->
         sha = sha256_file(rdir / MANIFEST)
         collected = _Collected() if wanted else None
 
-        def on_chunk(cases: list[Any], recs: list[dict[str, Any]], scores: ScoreTable) -> None:
-            transcripts.write(transcript_lines(cases, list(map(_OUTPUT, recs)), list(map(_FINISH_REASON, recs)), scores))
+        def on_chunk(runs: list[SeedRun], recs: list[dict[str, Any]], scores: ScoreTable) -> None:
+            transcripts.write(transcript_lines(runs, list(map(_OUTPUT, recs)), list(map(_FINISH_REASON, recs)), scores))
             if collected is not None:
                 collected.add([SimpleNamespace(**r) for r in recs])
 
@@ -282,7 +270,7 @@ def _audit_rows(suite: Suite, options: RunOptions, transcripts: _Transcripts) ->
     run, scores = audit(suite, cases, recs, rs.manifest, options.audit,
                         recordings_path=shown, manifest_sha256=sha256_file(rdir / MANIFEST))
     joined = join_rows(cases, recs)
-    transcripts.write(transcript_lines(cases, [r.output for r in joined], [r.finish_reason for r in joined], scores))
+    transcripts.write(transcript_lines(seed_runs(cases), [r.output for r in joined], [r.finish_reason for r in joined], scores))
     collected = None
     if wanted:
         collected = _Collected()

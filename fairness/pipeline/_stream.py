@@ -17,7 +17,6 @@ import itertools
 import operator
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from fairness._util.errors import FairnessError
@@ -27,15 +26,15 @@ from fairness.audit._metrics import Design, metric_matrix
 from fairness.recordings._store import ContentKeys, GridHash, Manifest, iter_record_blocks
 from fairness.score._catalog import METRICS
 from fairness.score._rubric import ScoreTable, score_texts
-from fairness.suite._suite import Suite, distinct_row_ids, iter_grid
+from fairness.suite._runs import SeedRun
+from fairness.suite._suite import Suite, distinct_row_ids, iter_seed_runs
 
 CHUNK = 2_048
-"""Rows per chunk: few enough that a chunk's records, outputs and scoring corpus stay in the
+"""Rows per chunk (whole seed runs of at most this many rows: under twice as many at most): few enough that a chunk's records, outputs and scoring corpus stay in the
 processor's caches (about 1.3 MB of outputs). 10,000 cost about 5% more CPU and twice the memory."""
 
 
 _ROW_ID, _KEY, _OUTPUT = operator.itemgetter("row_id"), operator.itemgetter("key"), operator.itemgetter("output")
-_ROW_ID_OF = operator.attrgetter("row_id")
 
 
 class NotStreamable(Exception):
@@ -70,17 +69,27 @@ class _Records:
         return bool(self._pending) or any(self._blocks)
 
 
+def _take_runs(runs: Iterator[SeedRun], rows: int) -> list[SeedRun]:
+    """The next runs, enough of them to hold at least `rows` rows (fewer where the grid ends)."""
+    block: list[SeedRun] = []
+    total = 0
+    while total < rows and (run := next(runs, None)) is not None:
+        block.append(run)
+        total += len(run.seeds)
+    return block
+
+
 def stream_cells(
     suite: Suite,
     directory: Path,
     manifest: Manifest,
     options: AuditOptions,
-    on_chunk: Callable[[list[Any], list[dict[str, Any]], ScoreTable], object],
+    on_chunk: Callable[[list[SeedRun], list[dict[str, Any]], ScoreTable], object],
     chunk: int = CHUNK,
 ) -> tuple[Design, CellTable, str]:
     """Score the recorded rows of `suite`'s grid chunk by chunk; return the design levels, the
     per-cell table and the grid's hash (`grid_hash`, made on the way: the grid is walked once).
-    `on_chunk` gets each chunk's rows, records (dicts of `Recording`'s fields) and scores. The manifest must
+    `on_chunk` gets each chunk's seed runs, their rows' records (dicts of `Recording`'s fields) and scores. The manifest must
     already be read and its files verified."""
     if manifest.suite != suite.name or manifest.system_prompt != suite.system_prompt:
         raise NotStreamable  # the in-memory replay words these errors
@@ -89,19 +98,20 @@ def stream_cells(
     mode = options.scorer_mode or suite.scorer.mode
     acc = CellAccumulator(slice_order_of(suite), placeholder_columns(suite), len(specs), histogram_metrics(options))
     records = _Records(directory, manifest)
-    cases: Iterator[Any] = iter_grid(suite, SimpleNamespace)  # light rows with `Case`'s fields; none outlives its chunk
+    runs = iter_seed_runs(suite, max_seeds=chunk)  # a prompt's rows at a time; none outlives its chunk
     key_of = ContentKeys(manifest.model.id, manifest.system_prompt)
     grid = GridHash()
-    while block := list(itertools.islice(cases, chunk)):
-        recs, error = records.take(len(block))
-        rows = block[: len(recs)]
-        if list(map(_ROW_ID, recs)) != list(map(_ROW_ID_OF, rows)) or list(map(_KEY, recs)) != key_of.of_rows(rows):
+    while block := _take_runs(runs, chunk):
+        row_ids = list(itertools.chain.from_iterable(r.row_ids for r in block))
+        recs, error = records.take(len(row_ids))
+        n = len(recs)
+        if list(map(_ROW_ID, recs)) != row_ids[:n] or list(map(_KEY, recs)) != key_of.of_runs(block)[:n]:
             raise NotStreamable  # an out-of-order row stops the stream before a later bad line raises
         if error is not None:
             raise error
-        if len(recs) < len(block):
+        if n < len(row_ids):
             raise NotStreamable
-        grid.update(block)
+        grid.update_runs(block)
         outputs = list(map(_OUTPUT, recs))
         scores = score_texts(outputs, mode)
         acc.add(block, metric_matrix(scores, specs), empty_outputs(outputs))

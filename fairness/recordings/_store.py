@@ -37,6 +37,7 @@ from fairness._util.io import load_json
 from fairness._util.models import Strict
 from fairness.recordings._record import Recording
 from fairness.suite._case import Case, SamplingParams
+from fairness.suite._runs import SeedRun, seed_runs
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -75,18 +76,23 @@ class ContentKeys:
 
     def of_rows(self, rows: Iterable[Any]) -> list[str]:
         """The keys of `rows` (anything with a `prompt`, `params` and `seed`), in order."""
-        keys = []
+        return self.of_runs(seed_runs(rows))
+
+    def of_runs(self, runs: Iterable[SeedRun]) -> list[str]:
+        """The keys of the rows of `runs`, in order."""
+        keys: list[str] = []
         state, prompt, params, seeds = self._state, self._prompt, self._params, self._seeds
-        for row in rows:
-            if row.params is not params or row.prompt != prompt:
-                prompt, params = row.prompt, row.params
+        for run in runs:
+            if run.params is not params or run.prompt != prompt:
+                prompt, params = run.prompt, run.params
                 text = self._head + _params_json(params) + ',"prompt":' + canonical_json(prompt) + ',"seed":'
                 state = hashlib.sha256(text.encode("utf-8"))
-            if (rest := seeds.get(row.seed)) is None:
-                rest = seeds[row.seed] = str(int(row.seed)).encode("ascii") + self._tail
-            h = state.copy()
-            h.update(rest)
-            keys.append(h.hexdigest())
+            for seed in run.seeds:
+                if (rest := seeds.get(seed)) is None:
+                    rest = seeds[seed] = str(int(seed)).encode("ascii") + self._tail
+                h = state.copy()
+                h.update(rest)
+                keys.append(h.hexdigest())
         self._state, self._prompt, self._params = state, prompt, params
         return keys
 
@@ -123,20 +129,27 @@ class GridHash:
 
     def update(self, cases: Iterable[Any]) -> None:
         """Add the next rows (one encode and hash update per call)."""
+        self.update_runs(seed_runs(cases))
+
+    def update_runs(self, runs: Iterable[SeedRun]) -> None:
+        """Add the rows of the next runs (one encode and hash update per call)."""
         (last_prompt, prompt_json), (last_params, params_json) = self._prompt, self._params
         seed_json = self._seeds
-        rows = []
-        for c in cases:
-            if c.prompt != last_prompt:
-                last_prompt, prompt_json = c.prompt, canonical_json(c.prompt)
-            if c.params is not last_params:
-                last_params, params_json = c.params, _params_json(c.params)
-            if (sj := seed_json.get((type(c.seed), c.seed))) is None:
-                sj = seed_json[(type(c.seed), c.seed)] = canonical_json(c.seed)
-            rows.append(f"[{canonical_json(c.row_id)},{prompt_json},{params_json},{sj}]")
+        parts = []
+        for run in runs:
+            if run.prompt != last_prompt:
+                last_prompt, prompt_json = run.prompt, canonical_json(run.prompt)
+            if run.params is not last_params:
+                last_params, params_json = run.params, _params_json(run.params)
+            row = "[%s," + f"{prompt_json},{params_json}".replace("%", "%%") + ",%s]"
+            for seed in run.seeds:
+                if (type(seed), seed) not in seed_json:
+                    seed_json[(type(seed), seed)] = canonical_json(seed)
+            parts += map(row.__mod__, zip(map(canonical_json, run.row_ids),
+                                          [seed_json[(type(x), x)] for x in run.seeds], strict=True))
         self._prompt, self._params = (last_prompt, prompt_json), (last_params, params_json)
-        if rows:
-            self._h.update((self._sep + ",".join(rows)).encode("utf-8"))
+        if parts:
+            self._h.update((self._sep + ",".join(parts)).encode("utf-8"))
             self._sep = ","
 
     def hexdigest(self, system_prompt: str) -> str:
@@ -370,11 +383,44 @@ def iter_records(path: Path) -> Iterator[Recording]:
 @functools.cache
 def _record_fields() -> SchemaValidator | None:
     """`Recording`'s own field validators without the model around them (None when the model's
-    schema is more than its fields: a custom `__init__` or a model validator)."""
+    schema is more than its fields: a custom `__init__` or a model validator). A field that holds
+    a plain model (`params`) is validated as a dict of that model's fields (`_as_typed_dict`):
+    building a model a row cost more than a third of reading the record."""
     schema = Recording.__pydantic_core_schema__
-    if schema["type"] != "model" or schema.get("custom_init") or schema["schema"]["type"] != "model-fields":
+    if not _plain_model(schema):
         return None
-    return SchemaValidator(schema["schema"], schema.get("config"))
+    fields = {name: {**f, "schema": _as_typed_dict(f["schema"]) or f["schema"]} for name, f in schema["schema"]["fields"].items()}
+    return SchemaValidator({**schema["schema"], "fields": fields}, schema.get("config"))
+
+
+def _plain_model(schema: Any) -> bool:
+    """A model schema that is nothing but its fields: no custom `__init__`, no model validator,
+    no computed field, no extras schema."""
+    return (isinstance(schema, dict) and schema.get("type") == "model" and not schema.get("custom_init")
+            and not schema.get("post_init") and schema["schema"].get("type") == "model-fields"
+            and not schema["schema"].get("computed_fields") and "extras_schema" not in schema["schema"])
+
+
+_PLAIN_FIELD_KEYS = {"type", "schema", "metadata"}
+_PLAIN_CONFIG_KEYS = {"extra_fields_behavior", "title"}
+
+
+def _as_typed_dict(schema: Any) -> dict | None:
+    """A plain model's schema (`_plain_model`) as a typed dict of the very same field schemas and
+    extra-field rule: it accepts and refuses exactly the same input (a refused line is worded
+    by the model itself), and makes a dict instead of an instance. None for anything else:
+    an alias, a field-level setting or a config beyond these keeps the model."""
+    if not _plain_model(schema) or not set(schema.get("config", {})) <= _PLAIN_CONFIG_KEYS:
+        return None
+    fields = schema["schema"]["fields"]
+    if any(not set(f) <= _PLAIN_FIELD_KEYS or f["type"] != "model-field" for f in fields.values()):
+        return None
+    extra = schema.get("config", {}).get("extra_fields_behavior", "ignore")
+    return {
+        "type": "typed-dict", "extra_behavior": extra,
+        "fields": {name: {"type": "typed-dict-field", "schema": f["schema"], "required": f["schema"]["type"] != "default"}
+                   for name, f in fields.items()},
+    }
 
 
 RECORD_BLOCK = 1024
@@ -382,8 +428,8 @@ RECORD_BLOCK = 1024
 
 
 def iter_record_blocks(path: Path, size: int = RECORD_BLOCK) -> Iterator[list[dict[str, Any]]]:
-    """`iter_records` as blocks of field dicts (`Recording`'s fields and values, blank lines
-    skipped), for a streamed replay that keeps no record: each line passes the very validators
+    """`iter_records` as blocks of field dicts (`Recording`'s fields and values, `params` a dict
+    of its fields, blank lines skipped), for a streamed replay that keeps no record: each line passes the very validators
     `Recording` applies, straight from its bytes (UTF-8 checked first), without a frozen model
     per row. A line they refuse is read again as `iter_records` reads it, which skips it when
     blank and otherwise words its error, raised after the records before it are yielded: a

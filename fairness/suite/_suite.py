@@ -26,6 +26,7 @@ from fairness._util.yaml_io import loads_yaml
 from fairness._util.yaml_io import read_yaml as _read_yaml
 from fairness.suite._case import Case, SamplingParams
 from fairness.suite._rules import DecisionRule, threshold_problem
+from fairness.suite._runs import SeedRun
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
@@ -284,9 +285,21 @@ def iter_cases(s: Suite) -> Iterator[Case]:
 def iter_grid(s: Suite, make: Callable[..., T]) -> Iterator[T]:
     """`iter_cases` with each row built by `make(**fields of Case)`: a streamed replay
     passes a light record type (a pydantic `Case` costs ~10 µs a row to build)."""
+    for run in iter_seed_runs(s):
+        for fields in run.rows():
+            yield make(**fields)
+
+
+def iter_seed_runs(s: Suite, max_seeds: int | None = None) -> Iterator[SeedRun]:
+    """The grid as `SeedRun`s, in canonical order: one per prompt and regime, or several of at
+    most `max_seeds` seeds each (so a chunk of rows never has to hold a longer run)."""
     ph_names = list(s.placeholders)
     ph_products = list(itertools.product(*(s.placeholders[p].values for p in ph_names)))
     params = {r.name: r.params for r in s.regimes}
+    step = max_seeds or len(s.seeds)
+    # each regime's seeds in pieces, with the end of their row ids: made once, shared by every run
+    pieces = {r.name: [(s.seeds[i : i + step], [f".{r.name}.s{seed}" for seed in s.seeds[i : i + step]])
+                       for i in range(0, len(s.seeds), step)] for r in s.regimes}
     index = 0
     for t_index, (fam, p_index, tmpl) in enumerate(s.templates):
         pid = f"p{p_index + 1}"
@@ -301,23 +314,13 @@ def iter_grid(s: Suite, make: Callable[..., T]) -> Iterator[T]:
                 prompt = _fill(tmpl, {**ph_values, **names, s.insertion.placeholder: inserted})
                 prompt_id = ".".join([fam.id, pid, *(_safe(v) for v in combo), _safe(slice_id)])
                 for regime in s.regimes:
-                    for seed in s.seeds:
-                        yield make(
-                            row_id=f"{prompt_id}.{regime.name}.s{seed}",
-                            index=index,
-                            prompt_id=prompt_id,
-                            family=fam.id,
-                            paraphrase_id=pid,
-                            template_index=t_index,
-                            placeholders=ph_values,
-                            slice=sl,
-                            slice_id=slice_id,
-                            regime=regime.name,
-                            params=params[regime.name],
-                            seed=seed,
-                            prompt=prompt,
+                    for seeds, ends in pieces[regime.name]:
+                        yield SeedRun(
+                            first=index, prompt_id=prompt_id, family=fam.id, paraphrase_id=pid, template_index=t_index,
+                            placeholders=ph_values, slice=sl, slice_id=slice_id, regime=regime.name,
+                            params=params[regime.name], prompt=prompt, seeds=seeds, row_ids=[prompt_id + e for e in ends],
                         )
-                        index += 1
+                        index += len(seeds)
 
 
 def distinct_row_ids(s: Suite) -> None:
