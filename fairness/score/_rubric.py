@@ -206,7 +206,7 @@ def _has_border(term: str) -> bool:
 
 @dataclass(frozen=True)
 class _Owners:
-    """What each automaton word stands for, as flat arrays: word id w owns the entries
+    """What each finder word stands for, as flat arrays: word id w owns the entries
     `first[w] : first[w] + count[w]` of `cat` (a term list's index, or −1 − r for regex list r's
     anchor), `length` (the term's length) and `bordered` (it can overlap itself)."""
 
