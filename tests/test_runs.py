@@ -53,6 +53,7 @@ def test_transcript_lines_of_rows_in_any_order_are_each_rows_json():
     assert len(lines) == len(picked)
     for i, (line, case) in enumerate(zip(lines, picked, strict=True)):
         row = json.loads(line)
-        assert (row["row_id"], row["seed"], row["prompt"], row["output"]) == (case.row_id, case.seed, case.prompt, outputs[i])
+        want = (case.row_id, case.seed, case.prompt, outputs[i])
+        assert (row["row_id"], row["seed"], row["prompt"], row["output"]) == want
         assert row["scores"] == scores.row(i)
         assert line == json.dumps(row, ensure_ascii=False) + "\n"

@@ -254,7 +254,8 @@ class CellAccumulator:
         cell = -1
         last: tuple[Any, ...] = (None, None, None, None)
         for r in runs:
-            if not (r.family is last[0] and r.paraphrase_id is last[1] and r.placeholders is last[2] and r.regime is last[3]):
+            if not (r.family is last[0] and r.paraphrase_id is last[1] and r.placeholders is last[2]
+                    and r.regime is last[3]):
                 last = (r.family, r.paraphrase_id, r.placeholders, r.regime)
                 cell = self._cell(r)
             cluster.append(cell)

@@ -270,7 +270,8 @@ def _audit_rows(suite: Suite, options: RunOptions, transcripts: _Transcripts) ->
     run, scores = audit(suite, cases, recs, rs.manifest, options.audit,
                         recordings_path=shown, manifest_sha256=sha256_file(rdir / MANIFEST))
     joined = join_rows(cases, recs)
-    transcripts.write(transcript_lines(seed_runs(cases), [r.output for r in joined], [r.finish_reason for r in joined], scores))
+    lines = transcript_lines(seed_runs(cases), [r.output for r in joined], [r.finish_reason for r in joined], scores)
+    transcripts.write(lines)
     collected = None
     if wanted:
         collected = _Collected()

@@ -30,8 +30,9 @@ from fairness.suite._runs import SeedRun
 from fairness.suite._suite import Suite, distinct_row_ids, iter_seed_runs
 
 CHUNK = 2_048
-"""Rows per chunk (whole seed runs of at most this many rows: under twice as many at most): few enough that a chunk's records, outputs and scoring corpus stay in the
-processor's caches (about 1.3 MB of outputs). 10,000 cost about 5% more CPU and twice the memory."""
+"""Rows per chunk (whole seed runs of at most this many rows, so fewer than twice as many):
+few enough that a chunk's records, outputs and scoring corpus stay in the processor's caches
+(about 1.3 MB of outputs). 10,000 cost about 5% more CPU and twice the memory."""
 
 
 _ROW_ID, _KEY, _OUTPUT = operator.itemgetter("row_id"), operator.itemgetter("key"), operator.itemgetter("output")
@@ -89,8 +90,8 @@ def stream_cells(
 ) -> tuple[Design, CellTable, str]:
     """Score the recorded rows of `suite`'s grid chunk by chunk; return the design levels, the
     per-cell table and the grid's hash (`grid_hash`, made on the way: the grid is walked once).
-    `on_chunk` gets each chunk's seed runs, their rows' records (dicts of `Recording`'s fields) and scores. The manifest must
-    already be read and its files verified."""
+    `on_chunk` gets each chunk's seed runs, their rows' records (dicts of `Recording`'s fields)
+    and scores. The manifest must already be read and its files verified."""
     if manifest.suite != suite.name or manifest.system_prompt != suite.system_prompt:
         raise NotStreamable  # the in-memory replay words these errors
     distinct_row_ids(suite)

@@ -135,7 +135,7 @@ class GridHash:
         """Add the rows of the next runs (one encode and hash update per call)."""
         (last_prompt, prompt_json), (last_params, params_json) = self._prompt, self._params
         seed_json = self._seeds
-        parts = []
+        parts: list[str] = []
         for run in runs:
             if run.prompt != last_prompt:
                 last_prompt, prompt_json = run.prompt, canonical_json(run.prompt)
@@ -389,7 +389,8 @@ def _record_fields() -> SchemaValidator | None:
     schema = Recording.__pydantic_core_schema__
     if not _plain_model(schema):
         return None
-    fields = {name: {**f, "schema": _as_typed_dict(f["schema"]) or f["schema"]} for name, f in schema["schema"]["fields"].items()}
+    fields = {name: {**f, "schema": _as_typed_dict(f["schema"]) or f["schema"]}
+              for name, f in schema["schema"]["fields"].items()}
     return SchemaValidator({**schema["schema"], "fields": fields}, schema.get("config"))
 
 

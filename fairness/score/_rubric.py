@@ -218,7 +218,7 @@ class _Owners:
 
 
 @lru_cache(maxsize=1)
-def _finder():
+def _finder() -> tuple[TermFinder, _Owners, list[str], list[str]] | None:
     """One `TermFinder` over every substring term and each regex's literal anchor, or None
     when some term is one it cannot search for (the pure-Python path then scores).
 
