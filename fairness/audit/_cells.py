@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -246,27 +245,17 @@ class CellAccumulator:
 
     def add(self, runs: Sequence[SeedRun], Y: np.ndarray, empty: np.ndarray | None = None) -> None:
         """Fold a chunk in: the rows of `runs`, with their metric values and which outputs are
-        empty. A run's rows share their cell and slice; its seeds are coded once per distinct
-        tuple of seeds. A grid's consecutive runs share their coordinate objects (family,
-        paraphrase, placeholders, regime): while they are the very same, so is the cell."""
-        cluster, slice_codes, seed_codes, lengths = [], [], [], []
-        slice_code = self._slice_code
-        cell = -1
-        last: tuple[Any, ...] = (None, None, None, None)
-        for r in runs:
-            if not (r.family is last[0] and r.paraphrase_id is last[1] and r.placeholders is last[2]
-                    and r.regime is last[3]):
-                last = (r.family, r.paraphrase_id, r.placeholders, r.regime)
-                cell = self._cell(r)
-            cluster.append(cell)
-            slice_codes.append(slice_code[r.slice_id])
-            lengths.append(len(r.seeds))
-            seed_codes.append(self._seed_codes(r.seeds))
+        empty. A run's rows share their cell and slice, so both are coded once per run; its
+        seeds once per distinct tuple of seeds."""
+        cluster = [self._cell(r) for r in runs]
+        slice_codes = [self._slice_code[r.slice_id] for r in runs]
+        seed_codes = [self._seed_codes(r.seeds) for r in runs]
         if len(self._levels["seed"]) > len(self.table.seed_n):
             self.table.grow(0, max(2 * len(self.table.seed_n), len(self._levels["seed"])))
-        n = np.array(lengths, dtype=np.int64)
+        n = np.array([len(r.seeds) for r in runs], dtype=np.int64)
+        seeds = np.concatenate(seed_codes) if seed_codes else np.zeros(0, dtype=np.int64)
         self.table.add(np.repeat(np.array(cluster, dtype=np.int64), n), np.repeat(np.array(slice_codes, dtype=np.int64), n),
-                       np.concatenate(seed_codes) if seed_codes else np.zeros(0, dtype=np.int64), Y, empty)
+                       seeds, Y, empty)
         self.n_rows += int(n.sum())
 
     def _seed_codes(self, seeds: Sequence[int]) -> np.ndarray:
