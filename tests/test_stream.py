@@ -28,6 +28,7 @@ from fairness.recordings._store import (
     read_manifest,
 )
 from fairness.report._render import results_json
+from fairness.suite._runs import seed_runs
 from fairness.suite._suite import load_suite
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,7 +131,7 @@ def test_content_keys_equal_content_key():
     cases = suite.expand()
     rows = [*cases[:12], cases[40], cases[3], cases[3]]
     # what a batch leaves (the prompt's hash state) carries over to the next batch
-    assert keys.of_rows(rows[:5]) + keys.of_rows(rows[5:]) == [
+    assert keys.of_runs(seed_runs(rows[:5])) + keys.of_runs(seed_runs(rows[5:])) == [
         content_key("m", "sys", case.prompt, case.params, case.seed) for case in rows
     ]
 

@@ -7,7 +7,6 @@ report stage renders the returned record and nothing else.
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 from typing import Literal
 
 import numpy as np
@@ -67,12 +66,12 @@ from fairness.audit._stats import (
     holm,
 )
 from fairness.recordings._record import Recording, join_rows
-from fairness.recordings._store import Manifest, grid_hash
+from fairness.recordings._store import Manifest, grid_hash_of_runs
 from fairness.score._catalog import METRICS, MetricSpec
 from fairness.score._rubric import ScoreTable, load_rubric, score_texts
 from fairness.suite._case import Case
 from fairness.suite._rules import DecisionRule
-from fairness.suite._suite import Suite, iter_grid
+from fairness.suite._suite import Suite, iter_seed_runs
 
 __all__ = ["AuditOptions", "FairnessRun", "audit", "audit_cells"]
 
@@ -575,7 +574,7 @@ def _run_caveats(suite: Suite, manifest: Manifest, mode: str, results: dict[str,
     # Staleness is about what the model was asked (prompts, sampling, seeds, system prompt): a change
     # to rules, thresholds or the scorer leaves the recordings valid, and the audit applies the current ones.
     if grid is None:
-        grid = grid_hash(iter_grid(suite, SimpleNamespace), suite.system_prompt)  # streamed, light rows
+        grid = grid_hash_of_runs(iter_seed_runs(suite), suite.system_prompt)  # streamed, a prompt at a time
     if manifest.grid_hash != grid:
         out.append(Caveat(code="stale-recordings", message="the recordings were made for another grid of this suite (grid hash differs); every replayed row matches its prompt, sampling and seed, but the recorded grid held other rows"))
     if not manifest.complete:

@@ -112,7 +112,7 @@ def stream_cells(
             raise error
         if n < len(row_ids):
             raise NotStreamable
-        grid.update_runs(block)
+        grid.update(block)
         outputs = list(map(_OUTPUT, recs))
         scores = score_texts(outputs, mode)
         acc.add(block, metric_matrix(scores, specs), empty_outputs(outputs))

@@ -74,10 +74,6 @@ class ContentKeys:
         self._state = hashlib.sha256()
         self._seeds: dict[int, bytes] = {}  # each seed's bytes to the end of the object
 
-    def of_rows(self, rows: Iterable[Any]) -> list[str]:
-        """The keys of `rows` (anything with a `prompt`, `params` and `seed`), in order."""
-        return self.of_runs(seed_runs(rows))
-
     def of_runs(self, runs: Iterable[SeedRun]) -> list[str]:
         """The keys of the rows of `runs`, in order."""
         keys: list[str] = []
@@ -106,35 +102,39 @@ def grid_hash(cases: Iterable[Any], system_prompt: str) -> str:
     """Hash of what the grid asks a model, independent of which model answers.
 
     The sha256 of the canonical JSON of `{"system_prompt", "rows": [[row_id, prompt, params,
-    seed], …]}`, fed to the hash row by row (sorted keys: `rows` first), so a streamed grid
-    is hashed without holding its rows. `cases` are `Case`s or light rows with their fields
-    (`iter_grid`).
+    seed], …]}`, fed to the hash a block of rows at a time (sorted keys: `rows` first), so a
+    streamed grid is hashed without holding its rows. `cases` are `Case`s or rows with their fields.
     """
-    h, rows = GridHash(), iter(cases)
-    while block := list(itertools.islice(rows, 4096)):
+    return grid_hash_of_runs(seed_runs(cases), system_prompt)
+
+
+def grid_hash_of_runs(runs: Iterable[SeedRun], system_prompt: str) -> str:
+    """`grid_hash` of the rows of `runs` (a suite's own: `iter_seed_runs`)."""
+    h, rest = GridHash(), iter(runs)
+    while block := list(itertools.islice(rest, 64)):
         h.update(block)
     return h.hexdigest(system_prompt)
 
 
+@functools.lru_cache(maxsize=4096)
+def _seed_json(typed: tuple[type, int]) -> str:
+    """A seed's canonical JSON, cached by (type, value): `True` is not `1`."""
+    return canonical_json(typed[1])
+
+
 class GridHash:
-    """`grid_hash` fed a block of rows at a time, so a streamed replay hashes the grid as it
-    walks it instead of walking it twice. A prompt's rows are consecutive: its JSON is made once."""
+    """`grid_hash` fed a block of seed runs at a time, so a streamed replay hashes the grid as
+    it walks it instead of walking it twice. A run's prompt and params are encoded once."""
 
     def __init__(self) -> None:
         self._h = hashlib.sha256(b'{"rows":[')
         self._sep = ""
         self._prompt: tuple[Any, str] = (None, "")
         self._params: tuple[Any, str] = (None, "")
-        self._seeds: dict[tuple[type, int], str] = {}
 
-    def update(self, cases: Iterable[Any]) -> None:
-        """Add the next rows (one encode and hash update per call)."""
-        self.update_runs(seed_runs(cases))
-
-    def update_runs(self, runs: Iterable[SeedRun]) -> None:
+    def update(self, runs: Iterable[SeedRun]) -> None:
         """Add the rows of the next runs (one encode and hash update per call)."""
         (last_prompt, prompt_json), (last_params, params_json) = self._prompt, self._params
-        seed_json = self._seeds
         parts: list[str] = []
         for run in runs:
             if run.prompt != last_prompt:
@@ -142,11 +142,8 @@ class GridHash:
             if run.params is not last_params:
                 last_params, params_json = run.params, _params_json(run.params)
             row = "[%s," + f"{prompt_json},{params_json}".replace("%", "%%") + ",%s]"
-            for seed in run.seeds:
-                if (type(seed), seed) not in seed_json:
-                    seed_json[(type(seed), seed)] = canonical_json(seed)
-            parts += map(row.__mod__, zip(map(canonical_json, run.row_ids),
-                                          [seed_json[(type(x), x)] for x in run.seeds], strict=True))
+            seeds = [_seed_json((type(x), x)) for x in run.seeds]
+            parts += map(row.__mod__, zip(map(canonical_json, run.row_ids), seeds, strict=True))
         self._prompt, self._params = (last_prompt, prompt_json), (last_params, params_json)
         if parts:
             self._h.update((self._sep + ",".join(parts)).encode("utf-8"))
@@ -736,5 +733,6 @@ __all__ = [
     "ReplayProvider",
     "content_key",
     "grid_hash",
+    "grid_hash_of_runs",
     "merge_recordings",
 ]

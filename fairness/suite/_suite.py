@@ -10,11 +10,11 @@ import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal
 
 from pydantic import Field, ValidationError, model_validator
 
@@ -271,23 +271,12 @@ def _safe(value: str) -> str:
     return _ID_UNSAFE.sub("-", value).strip("-") or "x"
 
 
-T = TypeVar("T")
-
-
 def iter_cases(s: Suite) -> Iterator[Case]:
     """The grid rows one at a time, in canonical order (what `expand` lists); a large grid
     can be streamed without holding every `Case`. Row ids are not checked for collisions
     here (see `expand`, `distinct_row_ids`)."""
     # every value comes from the validated suite: construct without re-validating
-    return iter_grid(s, Case.model_construct)
-
-
-def iter_grid(s: Suite, make: Callable[..., T]) -> Iterator[T]:
-    """`iter_cases` with each row built by `make(**fields of Case)`: a streamed replay
-    passes a light record type (a pydantic `Case` costs ~10 µs a row to build)."""
-    for run in iter_seed_runs(s):
-        for fields in run.rows():
-            yield make(**fields)
+    return (Case.model_construct(**fields) for run in iter_seed_runs(s) for fields in run.rows())
 
 
 def iter_seed_runs(s: Suite, max_seeds: int | None = None) -> Iterator[SeedRun]:
