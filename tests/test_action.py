@@ -394,10 +394,16 @@ def _check(scope: str, state: str, **kw) -> dict:
 
 
 def test_junit_counts_and_escaping():
-    results = {"suite": {"name": "s"}, "recordings": {"model_id": "m<&>"}, "gate": {"state": "fail", "exit_code": 1},
-               "rules": [_check("family=F1", "fail"), _check("family=F2", "inconclusive"),
-                         _check("family=F3", "undefined"), _check("family=F4", "pass"), _check("family=F5", "fail")]}
-    root = ET.fromstring(junit_xml(results).encode())
+    from types import SimpleNamespace
+
+    from fairness.audit._results import RuleCheck
+
+    checks = [_check("family=F1", "fail"), _check("family=F2", "inconclusive"), _check("family=F3", "undefined"),
+              _check("family=F4", "pass"), _check("family=F5", "fail")]
+    run = SimpleNamespace(suite=SimpleNamespace(name="s"), recordings=SimpleNamespace(model_id="m<&>"),
+                          gate=SimpleNamespace(state="fail", exit_code=1, passed=False), comparison=None,
+                          rules=[RuleCheck(**c) for c in checks])
+    root = ET.fromstring(junit_xml(run).encode())  # type: ignore[arg-type]
     assert (root.get("tests"), root.get("failures"), root.get("skipped"), root.get("errors")) == ("5", "2", "2", "0")
     cases = root.findall("./testsuite/testcase")
     assert (cases[0].get("classname"), cases[0].get("name")) == ("stereotype-worst-slice", "family=F1")

@@ -141,13 +141,14 @@ def test_adopt_record_gate_and_fail_on_a_regression(adopter, api, tmp_path, caps
     assert second.code == 1, second.log
     assert (second.outputs["gate-status"], second.outputs["diff-status"], second.outputs["passed"]) == ("fail", "fail", "false")
     head = json.loads(Path(second.outputs["results-path"]).read_text())
-    assert head["gate"]["state"] == "inconclusive"  # on its own: worst slice 0.5 against 0.6 on 10 rows, not settled
+    # on its own: worst slice 0.5 against 0.6 on 10 rows, not settled; the regression decides
+    assert (head["gate"]["state"], head["gate"]["head_state"], head["gate"]["regression_state"]) == ("fail", "inconclusive", "fail")
     diff = json.loads((adopter / "fairness-out" / "diff" / "diff.json").read_text())
     (check,) = diff["checks"]
     assert (check["rule"], check["scope"], check["state"], check["change"]) == ("stereotype-regression", "family=F1", "fail", 0.5)
     assert check["ci"][0] > 0.02
-    assert second.summary.startswith(f"## ❌ Base vs head: a confident regression against commit `{adopted[:12]}`\n")
-    assert "::error title=Fairness regression stereotype-regression [family=F1]::" in second.log
+    assert second.summary.splitlines()[2].startswith(f"❌ **FAIL** — a confident regression against commit `{adopted[:12]}`")
+    assert "::error title=Fairness regression stereotype-regression [family=F1%2C slice woman_Muslim]::" in second.log
 
 
 def test_runner_standin_evaluates_expressions_as_github_does():

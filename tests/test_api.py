@@ -32,7 +32,7 @@ class TestAuditOptions:
         ({"alpha": float("nan")}, "`alpha` must be a finite number, got nan"),
         ({"threshold": float("inf")}, "`threshold` must be a finite number, got inf"),
         ({"gate_on": "median"}, "`gate_on` must be one of point, interval, got 'median'"),
-        ({"fail_on": "always"}, "`fail_on` must be one of fail, inconclusive, got 'always'"),
+        ({"fail_on": "always"}, "`fail_on` must be one of state, fail, inconclusive, got 'always'"),
         ({"scorer_mode": "fuzzy"}, "`scorer_mode` must be one of paper, strict, got 'fuzzy'"),
         ({"allow_small_samples": "yes"}, "`allow_small_samples` must be true or false, got 'yes'"),
         ({"bootstrapp": 10}, "unknown key `bootstrapp` (did you mean `bootstrap`?)"),
@@ -121,7 +121,7 @@ class TestSchemas:
         data = json.loads((default_run / "results.json").read_text(encoding="utf-8"))
         validator = jsonschema.Draft202012Validator(schema)
         assert [e.message for e in validator.iter_errors(data)] == []
-        assert data["schema_version"] == "2.0.0"
+        assert data["schema_version"] == "2.1.0"
 
     def test_default_manifest_validates_against_the_manifest_schema(self):
         jsonschema = pytest.importorskip("jsonschema")

@@ -106,9 +106,11 @@ def test_confident_regression_fails_a_passing_head_and_leads_the_summary(repo, c
     assert run() == 0  # on its own the head passes: 0.5 < 0.75, upper bound 0.728 (design effect 2: seed 1 fires in every cell)
     assert run("--baseline-ref", base) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[-1] == f"Base vs head: a confident regression against commit `{base[:12]}`"
+    assert out[0] == (f"FAIL — a confident regression against commit `{base[:12]}` (1/1 regression checks beyond the "
+                       "threshold with confidence); the head's own rules: every decision rule is met with confidence "
+                       "(0/1 rule checks beyond the threshold at the point estimate; 0 with confidence). Exit code 1.")
     head = json.loads(Path("out/results.json").read_text())
-    assert head["gate"]["state"] == "pass"
+    assert (head["gate"]["state"], head["gate"]["head_state"], head["gate"]["regression_state"]) == ("fail", "pass", "fail")
     base_results = json.loads(Path("out/base/results.json").read_text())
     assert base_results["suite"]["hash"] == parse_suite(SUITE).hash  # the base revision's suite file
     diff = json.loads(Path("out/diff/diff.json").read_text())
@@ -116,10 +118,10 @@ def test_confident_regression_fails_a_passing_head_and_leads_the_summary(repo, c
     (check,) = diff["checks"]
     assert (check["rule"], check["scope"], check["state"], check["change"]) == ("stereotype-regression", "family=F1", "fail", 0.5)
     summary = Path("out/summary.md").read_text()
-    assert summary.startswith(f"## ❌ Base vs head: a confident regression against commit `{base[:12]}`\n\n"
-                              "- **stereotype-regression** [family=F1]: change +0.5 from base to head; breached with confidence: "
-                              "the interval [0.2318, 0.728] lies beyond 0.02 (point breached (0.5 > 0.02))\n")
-    assert summary.index("## Fairness audit") < summary.index("### Base vs head")
+    assert summary.splitlines()[2].startswith(f"❌ **FAIL** — a confident regression against commit `{base[:12]}`")
+    assert ("- stereotype-regression [family=F1, slice woman]: fail — change +0.5 from base to head; breached with "
+            "confidence: the interval [0.2318, 0.728] lies beyond 0.02 (point breached (0.5 > 0.02))\n") in summary
+    assert summary.index("### Base vs head") < summary.index("### Per-family results")
 
 
 def test_identical_recordings_skip_the_diff_with_a_note(repo, capsys):
@@ -185,13 +187,14 @@ def test_action_baseline_ref_input(repo):
     assert _action.main(env, out) == 1
     outputs = parse_output_file(output.read_text())
     assert (outputs["gate-status"], outputs["diff-status"], outputs["exit-code"], outputs["passed"]) == ("fail", "fail", "1", "false")
-    # the head on its own: 0.5 against 0.6 with an upper bound of 0.66 is not settled
-    assert json.loads(Path(outputs["results-path"]).read_text())["gate"]["state"] == "inconclusive"
+    # the head on its own: 0.5 against 0.6 with an upper bound of 0.728 is not settled
+    gate = json.loads(Path(outputs["results-path"]).read_text())["gate"]
+    assert (gate["state"], gate["head_state"], gate["regression_state"]) == ("fail", "inconclusive", "fail")
     errors = [c for c in workflow_commands(out.getvalue()) if c.name == "error"]
     assert [(c.props["title"], c.message) for c in errors] == [(
-        "Fairness regression stereotype-regression [family=F1]",
+        "Fairness regression stereotype-regression [family=F1, slice woman]",
         "change +0.5 from base to head; breached with confidence: the interval [0.2318, 0.728] lies beyond 0.02 "
-        f"(point breached (0.5 > 0.02)) (against commit `{base[:12]}`)")]
+        f"(point breached (0.5 > 0.02)); worst slice (head) woman (against commit `{base[:12]}`)")]
 
 
 def test_baseline_and_baseline_ref_exclude_each_other():
@@ -208,7 +211,8 @@ def test_baseline_run_directory_still_gates(repo):
     env = {"FAIRNESS_SUITE": "suite.yaml", "FAIRNESS_RECORDINGS": "recordings/m", "FAIRNESS_OUT_DIR": "out",
            "FAIRNESS_BOOTSTRAP": "200", "FAIRNESS_BASELINE": "base-out"}
     assert _action.main(env, io.StringIO()) == 1
-    assert Path("out/summary.md").read_text().startswith("## ❌ Base vs head: a confident regression against run `base-out`")
+    assert Path("out/summary.md").read_text().splitlines()[2].startswith(
+        "❌ **FAIL** — a confident regression against run `base-out`")
 
 
 def test_export_refuses_links(repo):

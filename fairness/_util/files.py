@@ -16,7 +16,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -175,8 +175,13 @@ def write_error(out: Path, exc: OSError) -> FairnessError:
 
 
 @contextlib.contextmanager
-def staged_outputs(out: str | Path) -> Iterator[Path]:
+def staged_outputs(out: str | Path, drop: set[str] | None = None) -> Iterator[Path]:
     """Yield an empty staging directory; on success move each file in it into `out`.
+
+    `drop` names entries of `out` that belong to an earlier run and must not outlive this one
+    (a comparison's `base/` and `diff/` when this run made none); the caller may fill the set
+    inside the block. They leave `out` in the same swap as the new files arrive, and come back
+    if the swap fails.
 
     The staging directory lies beside `out` (same filesystem, so each move is an atomic
     rename); if that folder is read-only it lies inside `out`. On any failure the staging
@@ -202,7 +207,7 @@ def staged_outputs(out: str | Path) -> Iterator[Path]:
             if (out / name).is_dir() and not (staging / name).is_dir():
                 raise FairnessError(f"--out `{out}` holds a directory `{name}` where an output file goes")
         out.mkdir(parents=True, exist_ok=True)
-        _swap_in(staging, out, names)
+        _swap_in(staging, out, names, sorted((drop or set()) - set(names)))
         done = True
     except OSError as exc:
         if not existed:
@@ -220,13 +225,18 @@ _replace = os.replace
 """The rename used to move outputs into place (a seam for tests that simulate a failure)."""
 
 
-def _swap_in(staging: Path, out: Path, names: list[str]) -> None:
-    """Move each staged file over its old version; if one move fails, undo the others."""
+def _swap_in(staging: Path, out: Path, names: list[str], drop: Sequence[str] = ()) -> None:
+    """Move each staged file over its old version and each `drop` entry out of the way; if one
+    move fails, undo the others."""
     previous = staging / ".previous"
     previous.mkdir()
     replaced: list[str] = []
     placed: list[str] = []
     try:
+        for name in drop:
+            if (out / name).exists() or (out / name).is_symlink():
+                _replace(out / name, previous / name)
+                replaced.append(name)
         for name in names:
             if (out / name).exists():
                 _replace(out / name, previous / name)

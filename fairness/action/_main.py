@@ -8,7 +8,6 @@ is escaped, so no input or model output can issue a workflow command.
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import json
 import os
@@ -25,13 +24,14 @@ from fairness.action import _commands as _gha
 from fairness.action._artifact import artifact_name
 from fairness.action._env import input_value
 from fairness.action._pr_comment import check_login, check_tag, default_tag, write_payload
-from fairness.audit._gate import FailOn, State
+from fairness.audit._gate import ACTION_FAIL_ON, FAIL_ON_CHOICES, FailOn
 from fairness.audit._options import DEFAULT_PERMUTATIONS, AuditOptions
 from fairness.audit._stats import DEFAULT_B
 
 if TYPE_CHECKING:
-    from fairness.pipeline._baseline import Comparison
+    from fairness.audit._results import FairnessRun
     from fairness.pipeline._options import RunOptions
+    from fairness.pipeline._run import RunOutputs
 
 ENV = {
     "suite": "FAIRNESS_SUITE",
@@ -41,6 +41,7 @@ ENV = {
     "model": "FAIRNESS_MODEL",
     "provider": "FAIRNESS_PROVIDER",
     "threshold": "FAIRNESS_THRESHOLD",
+    "regression-threshold": "FAIRNESS_REGRESSION_THRESHOLD",
     "fail-on": "FAIRNESS_FAIL_ON",
     "min-group-size": "FAIRNESS_MIN_GROUP_SIZE",
     "allow-incomplete": "FAIRNESS_ALLOW_INCOMPLETE",
@@ -82,7 +83,7 @@ class Inputs:
     model: str
     provider: str
     threshold: float | None
-    fail_on: FailOn | None
+    fail_on: FailOn
     min_group_size: int | None
     allow_incomplete: bool
     bootstrap: int
@@ -95,6 +96,7 @@ class Inputs:
     comment_tag: str = "default"
     comment_author: str = ""
     upload_artifact: bool = True
+    regression_threshold: float | None = None
 
 
 # -- inputs ---------------------------------------------------------------------------
@@ -152,6 +154,7 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         if not model:
             raise FairnessError("input `model` is required when `mode` is live")
     threshold = _raw(env, "threshold")
+    rthreshold = _raw(env, "regression-threshold")
     mgs = _raw(env, "min-group-size")
     baseline = _raw(env, "baseline")
     baseline_ref = _raw(env, "baseline-ref")
@@ -170,8 +173,8 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         model=model,
         provider=provider,
         threshold=_number("threshold", threshold, float) if threshold else None,
-        # Default policy: fail on `fail`; an inconclusive result is a ::warning and the step passes.
-        fail_on=cast("FailOn", _choice("fail-on", _raw(env, "fail-on"), ("", "fail", "inconclusive")) or "fail"),
+        # The Action's default policy (`ACTION_FAIL_ON`): an inconclusive result is a ::warning and the step passes.
+        fail_on=cast("FailOn", _choice("fail-on", _raw(env, "fail-on"), ("", *FAIL_ON_CHOICES)) or ACTION_FAIL_ON),
         min_group_size=_number("min-group-size", mgs, int) if mgs else None,
         allow_incomplete=_bool("allow-incomplete", _raw(env, "allow-incomplete")),
         bootstrap=_number("bootstrap", _raw(env, "bootstrap") or str(DEFAULT_B), int),
@@ -184,6 +187,7 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         comment_tag=_comment_tag(env),
         comment_author=check_login(_raw(env, "comment-author"), "input `comment-author`"),
         upload_artifact=_bool("upload-artifact", _raw(env, "upload-artifact", "true")),
+        regression_threshold=_number("regression-threshold", rthreshold, float) if rthreshold else None,
     )
     audit_options(inputs)  # the library validates every range before anything runs
     return inputs
@@ -193,7 +197,7 @@ def audit_options(inputs: Inputs) -> AuditOptions:
     """The typed audit options these inputs ask for (a FairnessError names a bad one)."""
     return AuditOptions(
         bootstrap=inputs.bootstrap, permutations=inputs.permutations, threshold=inputs.threshold,
-        fail_on=inputs.fail_on, min_group_size=inputs.min_group_size,
+        regression_threshold=inputs.regression_threshold, fail_on=inputs.fail_on, min_group_size=inputs.min_group_size,
     )
 
 
@@ -208,39 +212,52 @@ def generate_recordings(inputs: Inputs, out: Path) -> None:
     run_generate(inputs.suite, EngineOptions(engine=inputs.provider, model=inputs.model), out, progress=False)
 
 
-def run_options(inputs: Inputs, recordings: Path, out: Path) -> RunOptions:
-    """The main job these inputs ask for; JUnit goes next to results.json."""
+def run_options(inputs: Inputs, recordings: Path, out: Path, workspace: str | None = None) -> RunOptions:
+    """The main job these inputs ask for (the comparison included); JUnit goes next to results.json."""
     from fairness.pipeline._options import RunOptions
 
     return RunOptions(suite=inputs.suite, recordings=recordings, out=out, allow_incomplete=inputs.allow_incomplete,
-                      junit=out / "junit.xml", audit=audit_options(inputs))
+                      junit=out / "junit.xml", audit=audit_options(inputs), baseline_ref=inputs.baseline_ref,
+                      baseline=inputs.baseline, workspace=workspace if inputs.baseline_ref else None)
 
 
 # -- reporting ------------------------------------------------------------------------
 
 
-def worst_slices(results: dict[str, Any]) -> list[dict[str, Any]]:
+def worst_slices(run: FairnessRun) -> list[dict[str, Any]]:
     """Per rule check: where the metric is worst, its value and the check's state."""
-    keys = ("rule", "scope", "metric", "worst_slice", "value", "interval", "threshold", "state")
-    return [{k: c.get(k) for k in keys} for c in results.get("rules") or []]
+    return [{"rule": c.rule, "scope": c.scope, "metric": c.metric, "worst_slice": c.worst_slice, "value": c.value,
+             "interval": c.interval, "threshold": c.threshold, "state": c.state} for c in run.rules]
 
 
-def annotate(results: dict[str, Any], out: TextIO) -> None:
-    """`::error` per failed rule check, `::warning` per inconclusive check and per caveat, 10 of each at most."""
-    failed = [c for c in results.get("rules") or [] if c.get("state") == "fail"]
+def annotate(run: FairnessRun, out: TextIO) -> None:
+    """`::error` per failed check (rule or regression), `::warning` per inconclusive check and per
+    caveat, 10 of each at most; each names its rule, scope and worst slice."""
+    comp = run.comparison
+    regressions = comp.checks if comp is not None and comp.ran else []
+    failed = [c for c in run.rules if c.state == "fail"]
+    failed_regressions = [c for c in regressions if c.state == "fail"]
     for c in failed[:MAX_ANNOTATIONS]:
-        where = f"; worst slice {c['worst_slice']}" if c.get("worst_slice") else ""
-        _gha.command("error", f"{c.get('reason')}{where}", out, title=f"Fairness rule {c.get('rule')} failed [{c.get('scope')}]")
-    unsettled = [c for c in results.get("rules") or [] if c.get("state") == "inconclusive"]
+        where = f"; worst slice {c.worst_slice}" if c.worst_slice else ""
+        _gha.command("error", f"{c.reason}{where}", out, title=f"Fairness rule {c.rule} failed [{c.scope}]")
+    for r in failed_regressions[:MAX_ANNOTATIONS]:
+        where = f"; worst slice (head) {r.slice}" if r.slice else ""
+        _gha.command("error", f"{r.reason}{where} (against {comp.base if comp else 'the base'})", out,
+                     title=f"Fairness regression {r.rule} [{r.scope}{f', slice {r.slice}' if r.slice else ''}]")
+    unsettled = [c for c in run.rules if c.state == "inconclusive"]
+    unsettled_regressions = [c for c in regressions if c.state == "inconclusive"]
     for c in unsettled[:MAX_ANNOTATIONS]:
-        _gha.command("warning", str(c.get("reason")), out, title=f"Fairness rule {c.get('rule')} inconclusive [{c.get('scope')}]")
-    caveats = results.get("caveats") or []
-    for cv in caveats[:MAX_ANNOTATIONS]:
-        scope = " ".join(x for x in (cv.get("metric"), cv.get("scope")) if x)
-        _gha.command("warning", cv.get("message", ""), out, title=f"Fairness caveat: {cv.get('code')}{' ' + scope if scope else ''}")
-    hidden = sum(max(0, len(x) - MAX_ANNOTATIONS) for x in (failed, unsettled, caveats))
+        _gha.command("warning", c.reason, out, title=f"Fairness rule {c.rule} inconclusive [{c.scope}]")
+    for r in unsettled_regressions[:MAX_ANNOTATIONS]:
+        _gha.command("warning", r.reason, out,
+                     title=f"Fairness regression {r.rule} inconclusive [{r.scope}{f', slice {r.slice}' if r.slice else ''}]")
+    for cv in run.caveats[:MAX_ANNOTATIONS]:
+        scope = " ".join(x for x in (cv.metric, cv.scope) if x)
+        _gha.command("warning", cv.message, out, title=f"Fairness caveat: {cv.code}{' ' + scope if scope else ''}")
+    hidden = sum(max(0, len(x) - MAX_ANNOTATIONS)
+                 for x in (failed, failed_regressions, unsettled, unsettled_regressions, run.caveats))
     if hidden:
-        _gha.log(f"{hidden} more failed rule checks or caveats are listed in results.json", out)
+        _gha.log(f"{hidden} more failed checks or caveats are listed in results.json", out)
 
 
 def _comment(markdown: str, inputs: Inputs, env: Mapping[str, str], out: TextIO) -> None:
@@ -251,7 +268,7 @@ def _comment(markdown: str, inputs: Inputs, env: Mapping[str, str], out: TextIO)
         _gha.log(f"pull-request comment {what}", out)
     except CommentSkipped as exc:
         _gha.command("notice", f"skipping the pull-request comment: {exc}", out, title="llm-fairness-check")
-    except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError is an OSError
+    except (OSError, http.client.HTTPException, ValueError, FairnessError) as exc:  # URLError is an OSError
         _gha.command("warning", f"could not write the pull-request comment: {exc}", out, title="llm-fairness-check")
 
 
@@ -288,17 +305,6 @@ def _error(message: str, env: Mapping[str, str], out: TextIO, *, title: str = "l
 # -- main -----------------------------------------------------------------------------
 
 
-@dataclass
-class _Run:
-    inputs: Inputs
-    out: Path
-    code: int
-    results: dict[str, Any]
-    diff_state: str | None = None
-    state: str | None = None
-    """The step's verdict: the head's gate, or the more severe of it and the base-vs-head checks."""
-
-
 def _log_inputs(inputs: Inputs, out: TextIO) -> None:
     with _gha.group("Inputs", out):
         for name, value in inputs.__dict__.items():
@@ -307,102 +313,65 @@ def _log_inputs(inputs: Inputs, out: TextIO) -> None:
 
 
 def check_paths(inputs: Inputs, env: Mapping[str, str] | None = None) -> None:
-    """Every path the run will use (the runner's output and summary files too), and the baseline's
-    schema, checked before any work."""
+    """`out-dir` (named as the input) and the runner's output and summary files, checked before any
+    work; the run's other paths and options are the library's to resolve (`fairness.pipeline._run.resolve`)."""
     from fairness._util.files import check_output_dir, check_output_file
 
     check_output_dir(inputs.out_dir, "input `out-dir`")
     for name in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"):
         if (env or {}).get(name):
             check_output_file(str((env or {})[name]), name)
-    if inputs.baseline:
-        from fairness.audit._diff import read_results
-
-        read_results(inputs.baseline)
 
 
-def _engine(inputs: Inputs, env: Mapping[str, str], out: TextIO) -> _Run:
+def _engine(inputs: Inputs, env: Mapping[str, str], out: TextIO) -> RunOutputs:
+    """Resolve every option, generate in live mode, then audit (and compare) in one library call."""
+    from fairness.pipeline._run import print_outcome, resolve, run_audit
+
     check_paths(inputs, env)
     dest = Path(inputs.out_dir)
-    recordings = Path(inputs.recordings)  # in the workspace: the Action's own recordings are no fallback
-    if inputs.mode == "live":
-        recordings = dest / "recordings"
+    live = inputs.mode == "live"
+    recordings = dest / "recordings" if live else Path(inputs.recordings)  # the Action's own recordings are no fallback
+    options = run_options(inputs, recordings, dest, env.get("GITHUB_WORKSPACE") or None)
+    resolve(options, recordings_ready=not live)  # a bad option is refused before a model is loaded
+    if live:
         with _gha.group(f"Generate live with {inputs.provider}", out), _gha.stop_commands(out):
             generate_recordings(inputs, recordings)
-    from fairness.pipeline._run import print_outcome, run_audit
-
-    options = run_options(inputs, recordings, dest)
-    with contextlib.ExitStack() as stack:
-        base = None
-        if inputs.baseline_ref:  # the base revision first: a bad ref or base set changes nothing in out-dir
-            from fairness.pipeline._baseline import base_at_ref
-
-            title = f"Audit the base revision `{inputs.baseline_ref}`"
-            with _gha.group(title, out), _gha.stop_commands(out):
-                base = stack.enter_context(base_at_ref(inputs.baseline_ref, options,
-                                                       workspace=env.get("GITHUB_WORKSPACE") or None))
-        with _gha.group("Audit", out), _gha.stop_commands(out):
-            result = run_audit(options)
-            print_outcome(result, out=out, err=out)
-        results = result.run.model_dump(mode="json")
-        run = _Run(inputs, dest, result.run.gate.exit_code, results, state=result.run.gate.state)
-        if base is not None:
-            _compare(run, out, base.finish(options))
-        elif inputs.baseline:
-            from fairness.pipeline import _baseline
-
-            with _gha.group("Diff against the baseline run", out), _gha.stop_commands(out):
-                comparison = _baseline.compare_with_run(str(inputs.baseline), options)
-            _compare(run, out, comparison)
-    return run
+    title = f"Audit (against the base revision `{inputs.baseline_ref}`)" if inputs.baseline_ref else "Audit"
+    with _gha.group(title, out), _gha.stop_commands(out):
+        result = run_audit(options)
+        print_outcome(result, out=out, err=out)
+    comp = result.run.comparison
+    if comp is not None and not comp.ran:
+        _gha.command("notice", f"base vs head skipped: {comp.note}", out, title="llm-fairness-check")
+    return result
 
 
-def _compare(run: _Run, out: TextIO, comparison: Comparison) -> None:
-    """Base vs head, from a base run (`baseline`) or a git revision (`baseline-ref`).
-
-    A regression fails the step even when the head passes; summary.md then leads with it."""
-    from fairness.pipeline import _baseline
-
-    inputs = run.inputs
-    with _gha.group(f"Base vs head ({comparison.base})", out), _gha.stop_commands(out):
-        print(comparison.markdown())
-    _baseline.write_summary(run.out, comparison)
-    if comparison.diff is None:
-        _gha.command("notice", f"base vs head skipped: {comparison.note}", out, title="llm-fairness-check")
-        return
-    run.diff_state = comparison.diff.state
-    head_state = cast("State", run.state)
-    run.state = _baseline.combined_state(head_state, comparison)
-    run.code = _baseline.combined_exit_code(head_state, comparison, inputs.fail_on)
-    for c in [c for c in comparison.diff.checks if c.state == "fail"][:MAX_ANNOTATIONS]:
-        _gha.command("error", f"{_baseline.check_text(c)} (against {comparison.base})", out,
-                     title=f"Fairness regression {c.rule} [{c.scope}]")
-
-
-def _report(run: _Run, env: Mapping[str, str], out: TextIO) -> None:
-    dest = run.out
+def _report(result: RunOutputs, inputs: Inputs, env: Mapping[str, str], out: TextIO) -> None:
+    """Everything after the verdict renders `result.run.gate`; a failure here (a PR comment) is a warning."""
+    run, dest = result.run, result.out
     markdown = (dest / "summary.md").read_text(encoding="utf-8")
     if env.get("GITHUB_STEP_SUMMARY"):
         _gha.append_summary(env["GITHUB_STEP_SUMMARY"], markdown)
-    annotate(run.results, out)
-    _gha.command("notice", f"gate {run.state}, exit code {run.code}", out, title="Fairness gate")
-    write_payload(dest, markdown, env, run.inputs.comment_tag)  # for the fork (workflow_run) recipe
-    if run.inputs.comment_on_pr:
-        _comment(markdown, run.inputs, env, out)
+    annotate(run, out)
+    _gha.command("notice", f"gate {run.gate.state}, exit code {run.gate.exit_code}", out, title="Fairness gate")
+    write_payload(dest, markdown, env, inputs.comment_tag)  # for the fork (workflow_run) recipe
+    if inputs.comment_on_pr:
+        _comment(markdown, inputs, env, out)
     outputs = {
-        "gate-status": str(run.state),
-        "passed": "true" if run.code == 0 else "false",
-        "exit-code": str(run.code),
-        "worst-slices": json.dumps(worst_slices(run.results), ensure_ascii=False),
+        "gate-status": run.gate.state,
+        "passed": "true" if run.gate.passed else "false",
+        "exit-code": str(run.gate.exit_code),
+        "worst-slices": json.dumps(worst_slices(run), ensure_ascii=False),
         "results-path": str((dest / "results.json").resolve()),
         "card-path": str((dest / "card.yaml").resolve()),
         "summary-path": str((dest / "summary.md").resolve()),
         "junit-path": str((dest / "junit.xml").resolve()),
     }
-    if run.inputs.upload_artifact:
-        outputs["artifact-name"] = artifact_name(env, run.inputs.suite, run.inputs.comment_tag)
-    if run.diff_state is not None:
-        outputs["diff-status"] = run.diff_state
+    if inputs.upload_artifact:
+        outputs["artifact-name"] = artifact_name(env, inputs.suite, inputs.comment_tag)
+    comp = run.comparison
+    if comp is not None and comp.ran and comp.state is not None:
+        outputs["diff-status"] = comp.state
         outputs["diff-path"] = str((dest / "diff" / "diff.json").resolve())
     _emit_outputs(env, outputs, out)
 
@@ -415,9 +384,9 @@ def main(env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int
     try:
         inputs = read_inputs(env)
         _log_inputs(inputs, out)
-        run = _engine(inputs, env, out)
-        _report(run, env, out)
-        return run.code
+        result = _engine(inputs, env, out)
+        _report(result, inputs, env, out)
+        return result.run.gate.exit_code
     except FairnessError as exc:
         return _error(str(exc), env, out)
     except OSError as exc:  # the environment (a path, a device, the runner's files), not a bug

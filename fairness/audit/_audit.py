@@ -14,7 +14,7 @@ import numpy as np
 from fairness._util.canonical import json_number
 from fairness._version import __version__
 from fairness.audit._cells import CellTable, build_cells, cell_scopes, slice_table_cells, variance_shares_cells
-from fairness.audit._gate import check_state, exit_code, overall_state
+from fairness.audit._gate import check_state, decide, head_verdict, overall_state
 from fairness.audit._interval import Interval
 from fairness.audit._intervals import (
     ESTIMAND,
@@ -40,14 +40,13 @@ from fairness.audit._metrics import (
     slice_worst,
     worst_index,
 )
-from fairness.audit._options import AuditOptions, threshold_for
+from fairness.audit._options import AuditOptions
 from fairness.audit._permutation import permutation_pvalues_cells
 from fairness.audit._results import (
     Caveat,
     Estimate,
     FairnessRun,
     FamilyRow,
-    Gate,
     Methods,
     MetricResult,
     OptionsUsed,
@@ -143,10 +142,7 @@ def audit_cells(
     options = options or AuditOptions()
     mode = options.scorer_mode or suite.scorer.mode
     min_n = options.min_group_size if options.min_group_size is not None else suite.min_group_size
-    rules = list(options.rules) if options.rules is not None else list(suite.rules)
-    rules = [r for r in rules if r.kind == "absolute"]  # regression rules need a base run: `diff`
-    if options.threshold is not None:
-        rules = [threshold_for(r, options.threshold, METRICS[r.metric].kind if r.metric in METRICS else "") for r in rules]
+    rules = [r for r in options.effective_rules(suite.rules) if r.kind == "absolute"]  # regression rules: base vs head
     specs = list(METRICS.values())
     n_rows = cells.n_rows
     all_scopes = cell_scopes(design, cells)
@@ -217,21 +213,17 @@ def audit_cells(
 
     _add_permutation_tests(design, cells, specs, metric_results, options)
     checks = _check_rules(rules, metric_results, cells_of, [f.id for f in suite.families], min_n, options)
-    states = [c.state for c in checks]
-    state = overall_state(states) if rules else "undefined"
-    reasons = [f"{c.rule} [{c.scope}]: {c.state} — {c.reason}" for c in checks if c.state != "pass"]
-    if not manifest.complete and state == "pass":
-        state = "inconclusive"
-        reasons.append(f"the recording set is incomplete ({n_rows}/{manifest.expected_rows} rows): the missing rows could change a pass")
-    if not rules:
-        reasons = ["the suite defines no decision rules"]
     empty = empty_shares(cells, design.slices)
     over = [s for s in empty if empty[s] > MAX_EMPTY_SHARE]
-    if over:
-        state = "undefined"
-        reasons.insert(0, f"more than {MAX_EMPTY_SHARE:.0%} of the outputs are empty in slice{'s' if len(over) > 1 else ''} "
-                          f"{', '.join(over)}: the gate cannot decide on empty answers")
-    gate = Gate(state=state, exit_code=exit_code(state, options.fail_on), fail_on=options.fail_on, gate_on=options.gate_on, reasons=reasons)
+    state, reasons = head_verdict(
+        [c.state for c in checks], [f"{c.rule} [{c.scope}]: {c.state} — {c.reason}" for c in checks if c.state != "pass"],
+        has_rules=bool(rules),
+        incomplete=None if manifest.complete else
+        f"the recording set is incomplete ({n_rows}/{manifest.expected_rows} rows): the missing rows could change a pass",
+        empty=None if not over else f"more than {MAX_EMPTY_SHARE:.0%} of the outputs are empty in slice{'s' if len(over) > 1 else ''} "
+                                    f"{', '.join(over)}: the gate cannot decide on empty answers",
+    )
+    gate = decide(state, reasons, fail_on=options.fail_on, gate_on=options.gate_on)
 
     caveats += _run_caveats(suite, manifest, mode, metric_results, rules, suite_grid_hash)
     if any(empty.values()):
@@ -475,11 +467,12 @@ def _check_rules(rules: list[DecisionRule], results: dict[str, MetricResult], ce
             if value is None and options.allow_small_samples:
                 value = math.nan
             iv, tail = ivs.get(name, (None, None))
-            interval = [json_number(iv.low, 9), json_number(iv.high, 9)] if iv is not None and value is not None else None
+            exact = None if iv is None or value is None else (iv.low, iv.high)
+            interval = None if exact is None else [json_number(exact[0], 9), json_number(exact[1], 9)]
             state, fired, reason = check_state(
                 rule,
                 math.nan if value is None else value,
-                tuple(interval) if interval else None,  # type: ignore[arg-type]
+                exact,  # the gate reads the unrounded interval; the record keeps 9 digits
                 underpowered=underpowered,
                 allow_small_samples=options.allow_small_samples,
                 gate_on=options.gate_on,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,13 +27,14 @@ from fairness._util.errors import FairnessError
 from fairness._util.io import load_json
 from fairness._util.models import Strict
 from fairness.audit._gate import EXIT_CODES, State, check_state, overall_state
-from fairness.audit._intervals import CellCounts, SliceBounds, cluster_corr, mover
+from fairness.audit._intervals import CellCounts, SliceBounds, cluster_corr, holm_levels, level_p, mover
 from fairness.audit._intervals import gap_interval as gap_ci
 from fairness.audit._intervals import worst_interval as worst_ci
+from fairness.audit._results import RegressionCheck
 from fairness.score._catalog import METRICS, MetricSpec
 from fairness.suite._rules import DecisionRule
 
-DIFF_SCHEMA_VERSION = "1.0"
+DIFF_SCHEMA_VERSION = "1.1"
 
 
 @dataclass(frozen=True)
@@ -87,8 +89,13 @@ def read_results(path: str | Path) -> tuple[Path, dict[str, Any]]:
     return rp, results
 
 
-def load_side(path: str | Path) -> Side:
-    rp, results = read_results(path)
+def load_side(path: str | Path, results: dict[str, Any] | None = None) -> Side:
+    """One run's side of the diff: its results.json (or `results`, the run in hand, whose
+    transcripts.jsonl lies in the directory `path`) and its per-row transcripts."""
+    if results is None:
+        rp, results = read_results(path)
+    else:
+        rp = Path(path) / "results.json"
     tp = rp.parent / "transcripts.jsonl"
     if not tp.is_file():
         raise FairnessError(f"`{tp}` is missing: `diff` needs the per-row transcripts written next to results.json")
@@ -126,22 +133,14 @@ class Change(Strict):
     metric: str
     scope: str
     statistic: str
+    slice: str | None = None
+    """The head's worst slice (worst-slice statistics)."""
     base: float | None
     head: float | None
     change: float | None
     ci: list[float | None] | None
     verdict: str
     """`regressed`, `improved` or `unchanged` (the interval for the change excludes 0, or not)."""
-
-
-class RegressionCheck(Strict):
-    rule: str
-    scope: str
-    change: float | None
-    ci: list[float | None] | None
-    threshold: float
-    state: State
-    reason: str
 
 
 class DiffResult(Strict):
@@ -168,47 +167,73 @@ def _cells(side: Side, mask: np.ndarray, cell_index: dict[str, int]) -> tuple[np
     return T.reshape(C, S, M), N.reshape(C, S), np.bincount(side.slice_codes[mask], minlength=S).astype(float)
 
 
-def _side_interval(cc: CellCounts, spec: MetricSpec, statistic: str, alpha: float) -> tuple[float, float, float, int | None, float]:
-    """(point, low, high, worst slice, design effect of that slice) of one side's statistic."""
+def _side_interval(cc: CellCounts, spec: MetricSpec, statistic: str, alpha: float, *,
+                   low_tail: float | None = None, high_tail: float | None = None
+                   ) -> tuple[float, float, float, int | None, float]:
+    """(point, low, high, worst slice, design effect of that slice) of one side's statistic;
+    `low_tail`/`high_tail` set one end's one-sided level (default α/2), e.g. for Holm."""
     sb = SliceBounds.of(cc)
     v = cc.values
     live = np.flatnonzero(sb.live)
     if len(live) == 0:
         return math.nan, math.nan, math.nan, None, math.nan
+    tails = {"low_tail": low_tail, "high_tail": high_tail}
     if statistic == "max_minus_min":
-        iv = gap_ci(sb, alpha)
+        iv = gap_ci(sb, alpha, **tails)
         return float(np.nanmax(v[live]) - np.nanmin(v[live])), iv.low, iv.high, None, math.nan
     worst = "min" if spec.higher_is_worse is False else "max"
     w = int(live[np.argmin(v[live])] if worst == "min" else live[np.argmax(v[live])])
-    iv = worst_ci(sb, worst, alpha)
+    iv = worst_ci(sb, worst, alpha, **tails)
     return float(v[w]), iv.low, iv.high, w, float(sb.deff[w])
 
 
-def _change(Tb, Nb, Th, Nh, i: int, spec: MetricSpec, statistic: str, paired: bool, alpha: float):
-    """Point change head − base and its MOVER interval (see the module docstring)."""
-    cb, ch = CellCounts(Tb[:, :, i], Nb, spec.kind), CellCounts(Th[:, :, i], Nh, spec.kind)
-    pb, lb, ub, wb, db = _side_interval(cb, spec, statistic, alpha)
-    ph, lh, uh, wh, dh = _side_interval(ch, spec, statistic, alpha)
+@dataclass(frozen=True)
+class _Tables:
+    """One scope's per (cell, slice) sums and counts on both sides."""
+
+    Tb: np.ndarray
+    Nb: np.ndarray
+    Th: np.ndarray
+    Nh: np.ndarray
+
+
+def _change(t: _Tables, i: int, spec: MetricSpec, statistic: str, paired: bool, alpha: float,
+            breach_low: bool = True, tail: float | None = None) -> tuple[float, float, float, float, float, int | None]:
+    """Point change head − base, its MOVER interval and the head's worst slice (see the module docstring).
+
+    `tail` sets the one-sided level of the interval's breaching end (the lower end when
+    `breach_low`): the head's matching end and the base's opposite end are taken at it."""
+    cb, ch = CellCounts(t.Tb[:, :, i], t.Nb, spec.kind), CellCounts(t.Th[:, :, i], t.Nh, spec.kind)
+    head_tails = {"low_tail": tail} if breach_low else {"high_tail": tail}
+    base_tails = {"high_tail": tail} if breach_low else {"low_tail": tail}
+    pb, lb, ub, wb, db = _side_interval(cb, spec, statistic, alpha, **base_tails)
+    ph, lh, uh, wh, dh = _side_interval(ch, spec, statistic, alpha, **head_tails)
     r = 0.0
     if paired and statistic != "max_minus_min" and wb is not None and wh is not None and np.isfinite([db, dh]).all():
-        r = cluster_corr(Th[:, wh, i], Nh[:, wh], Tb[:, wb, i], Nb[:, wb])
+        r = cluster_corr(t.Th[:, wh, i], t.Nh[:, wh], t.Tb[:, wb, i], t.Nb[:, wb])
         r = min(max(r, 0.0), 1.0 - 1.0 / min(db, dh))
     d = ph - pb
     if not np.isfinite([pb, lb, ub, ph, lh, uh]).all():
-        return pb, ph, d, math.nan, math.nan
+        return pb, ph, d, math.nan, math.nan, wh
     lo, hi = mover(d, ph - lh, uh - ph, pb - lb, ub - pb, r)
-    return pb, ph, d, lo, hi
+    return pb, ph, d, lo, hi, wh
 
 
 def diff_runs(base_path: str | Path, head_path: str | Path, *, rules: list[DecisionRule] | None = None,
               B: int = 2000, seed: int = 20260325, alpha: float = 0.05) -> DiffResult:
-    """Compare two runs; `B` and `seed` are recorded for provenance only (the intervals are exact)."""
-    base, head = load_side(base_path), load_side(head_path)
+    """Compare two runs' output directories; `B` and `seed` are recorded for provenance only (the intervals are exact)."""
+    return diff_sides(load_side(base_path), load_side(head_path), rules=rules, B=B, seed=seed, alpha=alpha)
+
+
+def diff_sides(base: Side, head: Side, *, rules: list[DecisionRule] | None = None,
+               B: int = 2000, seed: int = 20260325, alpha: float = 0.05) -> DiffResult:
+    """Every metric's change from `base` to `head` per scope, and the regression checks of `rules`."""
     if base.slices != head.slices:
         raise FairnessError(f"base and head audit different slices ({base.slices} vs {head.slices})")
     paired = base.row_ids == head.row_ids
     scopes = ["overall"] + [f"family={f}" for f in head.families if f in base.families]
     changes: list[Change] = []
+    tables: dict[str, _Tables] = {}
     for scope in scopes:
         fam = scope.split("=", 1)[1] if "=" in scope else None
         masks = [np.ones(len(side.row_ids), bool) if fam is None else side.family == side.families.index(fam) for side in (base, head)]
@@ -221,16 +246,19 @@ def diff_runs(base_path: str | Path, head_path: str | Path, *, rules: list[Decis
             ib, ih = {k: i for i, k in enumerate(kb)}, {k: i for i, k in enumerate(kh)}
         Tb, Nb, _ = _cells(base, masks[0], ib)
         Th, Nh, _ = _cells(head, masks[1], ih)
+        t = tables[scope] = _Tables(Tb, Nb, Th, Nh)
         for i, spec in enumerate(head.specs):
             if spec.higher_is_worse is None:
                 continue
             for statistic in ("worst_slice", "max_minus_min"):
-                pb, ph, change, lo, hi = _change(Tb, Nb, Th, Nh, i, spec, statistic, paired, alpha)
+                pb, ph, change, lo, hi, w = _change(t, i, spec, statistic, paired, alpha)
                 w_lo, w_hi = (lo, hi) if spec.higher_is_worse or statistic == "max_minus_min" else (-hi, -lo)
                 verdict = "regressed" if w_lo > 0 else "improved" if w_hi < 0 else "unchanged"
-                changes.append(Change(metric=spec.name, scope=scope, statistic=statistic, base=json_number(pb), head=json_number(ph),
+                changes.append(Change(metric=spec.name, scope=scope, statistic=statistic,
+                                      slice=head.slices[w] if w is not None and statistic == "worst_slice" else None,
+                                      base=json_number(pb), head=json_number(ph),
                                       change=json_number(change), ci=[json_number(lo), json_number(hi)], verdict=verdict))
-    checks = _regression_checks(rules or [], changes)
+    checks = regression_checks(rules or [], head, tables, paired, alpha)
     state = overall_state([c.state for c in checks]) if checks else "pass"
     return DiffResult(
         base=_describe(base), head=_describe(head), paired=paired, bootstrap=B, seed=seed,
@@ -238,24 +266,56 @@ def diff_runs(base_path: str | Path, head_path: str | Path, *, rules: list[Decis
     )
 
 
-def _regression_checks(rules: list[DecisionRule], changes: list[Change]) -> list[RegressionCheck]:
-    out = []
+def regression_checks(rules: list[DecisionRule], head: Side, tables: dict[str, _Tables], paired: bool,
+                      alpha: float) -> list[RegressionCheck]:
+    """Each regression rule in each scope it quantifies over, decided by the one gate rule.
+
+    The breaching end of each change's interval is Holm-adjusted across the scopes of an
+    `each_family` rule (as the head's own rule checks are), and the gate reads the unrounded
+    interval."""
+    out: list[RegressionCheck] = []
     for rule in rules:
-        if rule.kind != "regression":
+        if rule.kind == "regression":
+            out += _rule_regressions(rule, head, tables, paired, alpha)
+    return out
+
+
+def _rule_regressions(rule: DecisionRule, head: Side, tables: dict[str, _Tables], paired: bool,
+                      alpha: float) -> list[RegressionCheck]:
+    statistic = "max_minus_min" if rule.statistic == "max_minus_min" else "worst_slice"
+    scopes = ["overall"] if rule.scope == "overall" else [s for s in tables if s.startswith("family=")]
+    i = next(j for j, s in enumerate(head.specs) if s.name == rule.metric)
+    spec = head.specs[i]
+    low = rule.comparator in (">", ">=")
+
+    def at(scope: str, tail: float | None) -> tuple[float, float, float, float, float, int | None]:
+        return _change(tables[scope], i, spec, statistic, paired, alpha, breach_low=low, tail=tail)
+
+    def beyond(scope: str) -> Callable[[float], bool]:
+        def check(level: float) -> bool:
+            *_, lo, hi, _w = at(scope, level)
+            end = lo if low else hi
+            return math.isfinite(end) and rule.fires(end)
+        return check
+
+    live = [s for s in scopes if math.isfinite(at(s, None)[2])]
+    levels = dict(zip(live, holm_levels([level_p(beyond(s)) for s in live], alpha / 2), strict=True))
+    out = []
+    for scope in scopes:
+        if scope not in levels:
+            out.append(RegressionCheck(rule=rule.id, scope=scope, metric=rule.metric, statistic=statistic, slice=None,
+                                       base=None, head=None, change=None, ci=None, threshold=rule.threshold,
+                                       comparator=rule.comparator, state="undefined", reason="no change could be computed"))
             continue
-        scopes = ["overall"] if rule.scope == "overall" else sorted({c.scope for c in changes if c.scope.startswith("family=")})
-        for scope in scopes:
-            ch = next((c for c in changes if c.metric == rule.metric and c.scope == scope and c.statistic == (
-                "worst_slice" if rule.statistic in ("worst_slice", "rate") else "max_minus_min")), None)
-            if ch is None or ch.change is None:
-                out.append(RegressionCheck(rule=rule.id, scope=scope, change=None, ci=None, threshold=rule.threshold,
-                                           state="undefined", reason="no change could be computed"))
-                continue
-            lo, hi = ch.ci or [None, None]
-            interval = (lo, hi) if lo is not None and hi is not None else None
-            state, _, reason = check_state(rule, ch.change, interval, gate_on="interval")  # the one gate rule
-            out.append(RegressionCheck(rule=rule.id, scope=scope, change=ch.change, ci=ch.ci, threshold=rule.threshold,
-                                       state=state, reason=reason))
+        pb, ph, change, lo, hi, w = at(scope, levels[scope])
+        interval = (lo, hi) if math.isfinite(lo) and math.isfinite(hi) else None
+        state, _, why = check_state(rule, change, interval, gate_on="interval")  # the one gate rule
+        out.append(RegressionCheck(
+            rule=rule.id, scope=scope, metric=rule.metric, statistic=statistic,
+            slice=head.slices[w] if w is not None and statistic == "worst_slice" else None,
+            base=json_number(pb), head=json_number(ph), change=json_number(change),
+            ci=[json_number(lo), json_number(hi)], threshold=rule.threshold, comparator=rule.comparator,
+            state=state, reason=f"change {change:+.4g} from base to head; {why}"))
     return out
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 from pydantic import ValidationError, field_validator
 
 from fairness._util.errors import FairnessError, validation_message
 from fairness._util.models import Frozen
-from fairness.audit._gate import FailOn, GateOn
+from fairness.audit._gate import DEFAULT_FAIL_ON, FAIL_ON_CHOICES, GATE_ON_CHOICES, FailOn, GateOn
 from fairness.audit._stats import DEFAULT_ALPHA, DEFAULT_B
 from fairness.suite._rules import DecisionRule
 
@@ -81,8 +82,9 @@ class AuditOptions(Frozen):
     """Compute underpowered metrics anyway; rule checks touching them are shown, not judged (inconclusive)."""
     gate_on: GateOn = "interval"
     """`interval`: a rule fails only when its whole interval lies beyond the threshold; `point`: the point value."""
-    fail_on: FailOn | None = None
-    """Which states fail the process: None gives each state its own exit code."""
+    fail_on: FailOn = DEFAULT_FAIL_ON
+    """Which states fail the process: `state` gives each state its own exit code, `fail` lets
+    inconclusive exit 0, `inconclusive` makes it exit 1 (None is read as `state`)."""
     scorer_mode: ScorerMode | None = None
     """`paper` (substring) or `strict` (whole-word) matching; None: the suite's setting."""
     rules: tuple[DecisionRule, ...] | None = None
@@ -90,7 +92,10 @@ class AuditOptions(Frozen):
     interval_depth: int = 1
     """Scopes up to this depth (overall=0, family=1, family×regime=2 …) get intervals; ≥ 0."""
     threshold: float | None = None
-    """Override the threshold of every decision rule (finite; in [0, 1] for a rate metric); None: the rules' own."""
+    """Override the threshold of every absolute decision rule (finite; in [0, 1] for a rate metric, ≥ 0 for a
+    count); regression rules keep theirs (see `regression_threshold`); None: the rules' own."""
+    regression_threshold: float | None = None
+    """Override the threshold of every regression rule (a change, in [-1, 1]); None: the rules' own."""
 
     _INTEGERS: ClassVar[dict[str, tuple[int, int | None]]] = {
         "bootstrap": (1, MAX_RESAMPLES),
@@ -100,8 +105,8 @@ class AuditOptions(Frozen):
         "interval_depth": (0, None),
     }
     _CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {
-        "gate_on": ("point", "interval"),
-        "fail_on": ("fail", "inconclusive"),
+        "gate_on": GATE_ON_CHOICES,
+        "fail_on": FAIL_ON_CHOICES,
         "scorer_mode": ("paper", "strict"),
     }
 
@@ -124,6 +129,8 @@ class AuditOptions(Frozen):
     @field_validator("gate_on", "fail_on", "scorer_mode", mode="before")
     @classmethod
     def _choices(cls, value: Any, info: Any) -> Any:
+        if value is None and info.field_name == "fail_on":
+            return DEFAULT_FAIL_ON
         if value is None and info.field_name != "gate_on":
             return None
         return _choice(info.field_name, value, cls._CHOICES[info.field_name])
@@ -141,6 +148,32 @@ class AuditOptions(Frozen):
     def _threshold(cls, value: Any) -> float | None:
         return None if value is None else _finite("threshold", value)
 
+    @field_validator("regression_threshold", mode="before")
+    @classmethod
+    def _regression_threshold(cls, value: Any) -> float | None:
+        if value is None:
+            return None
+        number = _finite("regression_threshold", value)
+        if not -1 <= number <= 1:
+            raise ValueError(f"`regression_threshold` must be a change in [-1, 1], got {value!r}")
+        return number
+
+    def effective_rules(self, rules: Sequence[DecisionRule]) -> tuple[DecisionRule, ...]:
+        """`rules` (or `self.rules` when set) with the threshold overrides applied, each checked
+        against its metric's kind: resolved before any work, so a bad override never waits for a grid."""
+        from fairness.score._catalog import METRICS
+
+        chosen = self.rules if self.rules is not None else tuple(rules)
+        out = []
+        for rule in chosen:
+            if rule.kind == "regression" and self.regression_threshold is not None:
+                out.append(rule.model_copy(update={"threshold": self.regression_threshold}))
+            elif rule.kind == "absolute" and self.threshold is not None:
+                out.append(threshold_for(rule, self.threshold, METRICS[rule.metric].kind if rule.metric in METRICS else ""))
+            else:
+                out.append(rule)
+        return tuple(out)
+
     @field_validator("allow_small_samples", mode="before")
     @classmethod
     def _bool(cls, value: Any) -> bool:
@@ -150,7 +183,9 @@ class AuditOptions(Frozen):
 
 
 def threshold_for(rule: DecisionRule, threshold: float, kind: str) -> DecisionRule:
-    """`rule` with the overriding threshold; a rate's threshold must lie in [0, 1]."""
+    """`rule` with the overriding threshold; a rate's threshold must lie in [0, 1], a count's be ≥ 0."""
     if kind == "rate" and not 0 <= threshold <= 1:
         raise FairnessError(f"`threshold` must be in [0, 1] for the rate metric `{rule.metric}`, got {threshold:g}")
+    if kind == "count" and threshold < 0:
+        raise FairnessError(f"`threshold` must be non-negative for the count metric `{rule.metric}`, got {threshold:g}")
     return rule.model_copy(update={"threshold": threshold})

@@ -17,10 +17,10 @@ from typing import Any, Literal
 from pydantic import Field
 
 from fairness._util.models import Frozen, Strict
-from fairness.audit._gate import State
+from fairness.audit._gate import Gate, State
 from fairness.audit._intervals import ESTIMAND
 
-SCHEMA_VERSION = "2.0.0"
+SCHEMA_VERSION = "2.1.0"
 """2.0.0: `illustrative` became `inconclusive` (pass and fail must be earned by the interval); estimand, design
 effects, template cells, Holm levels and the power to settle an inconclusive check were added."""
 
@@ -197,19 +197,55 @@ class Stability(Strict):
     """One sentence for the summary."""
 
 
-class Gate(Strict):
-    """The verdict and the process exit code."""
+class RegressionCheck(Frozen):
+    """One regression rule in one scope: did the change from base to head breach its threshold?"""
 
+    rule: str
+    """The regression rule's id."""
+    scope: str
+    """`overall` or `family=<id>`."""
+    metric: str
+    """The metric the rule reads."""
+    statistic: str
+    """`worst_slice` or `max_minus_min`."""
+    slice: str | None
+    """The head's worst slice (worst-slice rules), so a reader knows whom the change hurts."""
+    base: float | None
+    """The statistic on the base run."""
+    head: float | None
+    """The statistic on the head run."""
+    change: float | None
+    """head − base."""
+    ci: list[float | None] | None
+    """The change's interval [lower, upper]: exact per-side intervals combined by MOVER, the breaching end
+    Holm-adjusted across the scopes the rule quantifies over."""
+    threshold: float
+    """The rule's threshold on the change."""
+    comparator: str
+    """`>`, `>=`, `<` or `<=`."""
     state: State
-    """Worst state over all rule checks (fail > undefined > inconclusive > pass)."""
-    exit_code: int
-    """0 pass, 1 fail, 3 inconclusive, 4 undefined (as mapped by `fail_on`)."""
-    fail_on: str | None
-    """Which states fail the process; null gives each state its own exit code."""
-    gate_on: str
-    """`interval` or `point`: what must clear a threshold for a rule to fail."""
-    reasons: list[str]
-    """One line per rule check that did not pass (or why there is no verdict)."""
+    """`fail`, `pass`, `inconclusive` or `undefined`, by the same rule as every check."""
+    reason: str
+    """Why this state, in one sentence (the change, then the gate's reason)."""
+
+
+class Comparison(Strict):
+    """Base vs head: what the head was compared with and what the regression checks found."""
+
+    base: str
+    """What was compared against: `ref <name> (<sha12>)`, `commit <sha12>` or a base run's path."""
+    ran: bool
+    """False when the comparison was skipped (`note` says why): then nothing was compared."""
+    note: str = ""
+    """Why the comparison was skipped; empty when it ran."""
+    paired: bool | None = None
+    """Both grids hold the same rows (the change's interval uses their correlation)."""
+    state: State | None = None
+    """The regression checks' state alone (`pass` when the suite has no regression rule); null when skipped."""
+    checks: list[RegressionCheck] = Field(default_factory=list)
+    """Every regression rule in every scope it applies to."""
+    diff_path: str | None = None
+    """Where diff.json and diff.md were written (every metric's change), relative to the output directory."""
 
 
 class ToolInfo(Strict):
@@ -319,6 +355,10 @@ class FairnessRun(Strict):
 
     schema_version: str = SCHEMA_VERSION
     """Semver of this format: major = breaking change, minor = new fields, patch = documentation."""
+    gate: Gate
+    """The verdict and exit code: the head's rule checks and, when a comparison ran, the regression checks."""
+    comparison: Comparison | None = None
+    """Base vs head (`--baseline-ref`, `--baseline`); null when no comparison was asked for."""
     tool: ToolInfo
     """The program and version that wrote this file."""
     suite: SuiteInfo
@@ -339,8 +379,6 @@ class FairnessRun(Strict):
     """Every decision rule in every scope it applies to."""
     stability: list[Stability]
     """Verdict stability of each per-family rule."""
-    gate: Gate
-    """The verdict and exit code."""
     caveats: list[Caveat]
     """What a reader must know before trusting the numbers."""
     variance: dict[str, dict[str, float]]

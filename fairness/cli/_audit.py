@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from fairness._util.errors import FairnessError
+from fairness.audit._gate import DEFAULT_FAIL_ON, FAIL_ON_CHOICES, FAIL_ON_HELP, GATE_ON_CHOICES
+from fairness.audit._options import AuditOptions
 
 if TYPE_CHECKING:
     from fairness.pipeline._options import RunOptions
@@ -17,15 +18,21 @@ def register(sub, add_suite) -> None:
     r.add_argument("--recordings", required=True, help="recording directory (manifest.json + records)")
     r.add_argument("--out", required=True, help="output directory")
     r.add_argument("--scorer-mode", choices=["paper", "strict"], help="override the suite's scorer mode")
-    r.add_argument("--threshold", type=float, help="override the threshold of every decision rule")
-    r.add_argument("--gate-on", choices=["point", "interval"], default="interval")
-    r.add_argument("--fail-on", choices=["fail", "inconclusive"],
-                   help="`fail`: inconclusive exits 0; `inconclusive`: it exits 1 (default: each state its own exit code)")
+    r.add_argument("--threshold", type=float,
+                   help="override the threshold of every absolute decision rule (in [0, 1] for a rate metric); "
+                        "regression rules keep theirs (see --regression-threshold)")
+    r.add_argument("--regression-threshold", type=float,
+                   help="override the threshold of every regression rule: the change from base to head, in [-1, 1]")
+    r.add_argument("--gate-on", choices=GATE_ON_CHOICES, default=AuditOptions.model_fields["gate_on"].default)
+    r.add_argument("--fail-on", choices=FAIL_ON_CHOICES, default=DEFAULT_FAIL_ON,
+                   help="; ".join(f"`{k}`: {v}" for k, v in FAIL_ON_HELP.items()) + f" (default: {DEFAULT_FAIL_ON})")
     r.add_argument("--min-group-size", type=int, help="rows and template cells per slice below which a metric is NaN (default: the suite's)")
     r.add_argument("--allow-small-samples", action="store_true", help="compute underpowered metrics anyway (shown, not judged: inconclusive)")
-    r.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (B)")
-    r.add_argument("--permutations", type=int, default=2000, help="permutations per test (0 to skip)")
-    r.add_argument("--seed", type=int, default=20260325)
+    r.add_argument("--bootstrap", type=int, default=AuditOptions.model_fields["bootstrap"].default,
+                   help="bootstrap resamples (B) of the peer evaluators; the gate's intervals are exact")
+    r.add_argument("--permutations", type=int, default=AuditOptions.model_fields["permutations"].default,
+                   help="permutations per test (0 to skip); reported, not gated")
+    r.add_argument("--seed", type=int, default=AuditOptions.model_fields["seed"].default)
     r.add_argument("--evaluators", default="none",
                    help="comma-separated peer-parity evaluators (counterfactual, refusal, sentiment, toxicity), "
                         "`all`, or `none` (default: none, which keeps the gate fast)")
@@ -39,6 +46,7 @@ def register(sub, add_suite) -> None:
                    help="git revision to compare with (e.g. the pull request's base sha): its suite file and recordings "
                         "are read from the repository's history, audited the same way into OUT/base and diffed into "
                         "OUT/diff; a confident regression fails the run")
+    r.add_argument("--baseline", help="a base run to compare with instead (an output directory of `run` or its results.json)")
     r.add_argument("--workspace", help="git work tree to read --baseline-ref from (default: the one holding --recordings)")
     r.set_defaults(handler=cmd_run)
     register_diff(sub, add_suite)
@@ -59,33 +67,21 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         fail_on=args.fail_on,
         scorer_mode=args.scorer_mode,
         threshold=args.threshold,
+        regression_threshold=args.regression_threshold,
     )
     return RunOptions(
         suite=args.suite, recordings=args.recordings, out=args.out, evaluators=parse_evaluators(args.evaluators),
         bbq_recordings=args.bbq_recordings, bbq_items=args.bbq_items, allow_incomplete=args.allow_incomplete,
-        junit=args.junit, audit=audit,
+        junit=args.junit, audit=audit, baseline_ref=args.baseline_ref, baseline=args.baseline, workspace=args.workspace,
     )
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from fairness.pipeline._run import print_outcome, run_audit
 
-    options = run_options(args)
-    if args.baseline_ref is None:
-        if args.workspace is not None:
-            raise FairnessError("--workspace is where --baseline-ref is read from; pass --baseline-ref too")
-        result = run_audit(options)
-        print_outcome(result, quiet=args.quiet)
-        return result.run.gate.exit_code
-    from fairness.pipeline._baseline import base_at_ref, combined_exit_code, outcome_line, write_summary
-
-    with base_at_ref(args.baseline_ref, options, workspace=args.workspace) as base:  # the base first: a bad ref changes nothing
-        result = run_audit(options)
-        comparison = base.finish(options)
-    write_summary(options.out, comparison)
+    result = run_audit(run_options(args))
     print_outcome(result, quiet=args.quiet)
-    print(outcome_line(comparison))
-    return combined_exit_code(result.run.gate.state, comparison, options.audit.fail_on)
+    return result.run.gate.exit_code
 
 
 def register_diff(sub, add_suite) -> None:
@@ -94,8 +90,10 @@ def register_diff(sub, add_suite) -> None:
     d.add_argument("head", help="head run: an output directory of `run` (or its results.json)")
     add_suite(d)
     d.add_argument("--out", help="directory for diff.json and diff.md")
-    d.add_argument("--bootstrap", type=int, default=2000)
-    d.add_argument("--seed", type=int, default=20260325)
+    d.add_argument("--regression-threshold", type=float,
+                   help="override the threshold of every regression rule: the change from base to head, in [-1, 1]")
+    d.add_argument("--bootstrap", type=int, default=AuditOptions.model_fields["bootstrap"].default)
+    d.add_argument("--seed", type=int, default=AuditOptions.model_fields["seed"].default)
     d.set_defaults(handler=cmd_diff)
 
 
@@ -104,6 +102,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from fairness.pipeline._diff import run_diff
 
     d, md = run_diff(args.base, args.head, suite=args.suite, out=args.out,
-                     options=AuditOptions(bootstrap=args.bootstrap, seed=args.seed))
+                     options=AuditOptions(bootstrap=args.bootstrap, seed=args.seed,
+                                          regression_threshold=args.regression_threshold))
     print(md)
     return d.exit_code

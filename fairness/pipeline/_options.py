@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from fairness._util.errors import FairnessError, validation_message
 from fairness._util.models import Frozen
@@ -40,12 +40,27 @@ class RunOptions(Frozen):
     """Also write a JUnit XML report (one testcase per rule check) to this file."""
     audit: AuditOptions = Field(default_factory=AuditOptions)
     """Statistical and gate options."""
+    baseline_ref: str | None = None
+    """A git revision to compare with: its suite file and recordings are read from the repository's history,
+    audited the same way into `<out>/base` and diffed into `<out>/diff`; its regression checks join the verdict."""
+    baseline: Path | None = None
+    """A base run to compare with instead (an output directory of `run`, or its results.json)."""
+    workspace: Path | None = None
+    """The git work tree to read `baseline_ref` from (default: the one holding `recordings`)."""
 
     def __init__(self, **data: Any) -> None:
         try:
             super().__init__(**data)
         except ValidationError as err:
             raise FairnessError(validation_message(err)) from None
+
+    @model_validator(mode="after")
+    def _one_baseline(self) -> RunOptions:
+        if self.baseline_ref is not None and self.baseline is not None:
+            raise ValueError("`baseline` and `baseline_ref` exclude each other: compare with a base run or a git revision")
+        if self.workspace is not None and self.baseline_ref is None:
+            raise ValueError("`workspace` (--workspace) is where `baseline_ref` (--baseline-ref) is read from; give it too")
+        return self
 
     @field_validator("evaluators", mode="before")
     @classmethod

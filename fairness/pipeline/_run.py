@@ -10,7 +10,6 @@ import contextlib
 import json
 import operator
 import os
-import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -25,6 +24,9 @@ from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
 from fairness._util.files import check_output_dir, check_output_file, staged_outputs, write_error
 from fairness.audit._audit import FairnessRun, audit, audit_cells
+from fairness.audit._diff import diff_md
+from fairness.audit._gate import with_regressions
+from fairness.audit._results import Comparison
 from fairness.evaluators._inputs import Sample, record_sample
 from fairness.pipeline._options import RunOptions
 from fairness.pipeline._stream import NotStreamable, stream_cells
@@ -34,6 +36,7 @@ from fairness.report._html import card_html
 from fairness.report._junit import junit_xml
 from fairness.report._render import card, card_md, card_yaml, results_json, summary_md
 from fairness.score._rubric import ScoreTable
+from fairness.suite._rules import DecisionRule
 from fairness.suite._runs import SeedRun, seed_runs
 from fairness.suite._suite import Suite, load_suite
 
@@ -164,32 +167,98 @@ def check_apart(path: str | Path, recordings: Path, flag: str) -> None:
         raise FairnessError(f"{flag} `{path}` is inside the recordings directory `{recordings}`; write outputs elsewhere")
 
 
-def run_audit(options: RunOptions) -> RunOutputs:
-    """Replay, audit and write every output of the main job described by `options`.
+@dataclass(frozen=True)
+class Resolved:
+    """A run's inputs, resolved and checked before any file is read or any model is loaded."""
 
-    All inputs are checked first; the outputs are written into a staging directory and moved
-    into `out` together (`staged_outputs`), so a refused run or a full disk changes nothing there.
-    The rows stream (`fairness.pipeline._stream`): without evaluators memory stays flat however
-    large the grid; their transcript lines go straight into the staging directory."""
-    check_inputs(options)
+    suite: Suite
+    rules: tuple[DecisionRule, ...]
+    """The suite's rules (or the options'), with every threshold override applied and checked."""
+
+    @property
+    def regression_rules(self) -> list[DecisionRule]:
+        return [r for r in self.rules if r.kind == "regression"]
+
+
+def resolve(options: RunOptions, *, recordings_ready: bool = True) -> Resolved:
+    """Check every option of a run in one step: the suite, every rule's threshold after the
+    overrides, the output paths and, when `recordings_ready`, the recordings and the base run.
+
+    Live mode calls this before generating (`recordings_ready=False`) so that a bad threshold or
+    path is refused before the model is loaded, not after the grid is generated."""
+    if recordings_ready:
+        check_inputs(options)
+    else:
+        check_output_dir(options.out)
+        if options.junit is not None:
+            check_output_file(options.junit, "--junit")
     suite = load_suite(options.suite)
-    try:
-        with staged_outputs(options.out) as staging:
-            with open(staging / "transcripts.jsonl", "w", encoding="utf-8") as fh:
-                try:
-                    run = _audit_rows(suite, options, _Transcripts(fh, options.out))
-                except OSError as exc:
-                    raise _InputError(exc) from None
-                fh.flush()
-                os.fsync(fh.fileno())
-            _write_outputs(run, suite, staging)
-    except _InputError as err:
-        raise err.error from None
+    rules = options.audit.effective_rules(suite.rules)
+    if options.baseline is not None and recordings_ready:
+        from fairness.audit._diff import read_results
+
+        read_results(options.baseline)
+    return Resolved(suite, rules)
+
+
+def run_audit(options: RunOptions) -> RunOutputs:
+    """Replay, audit, compare (when a baseline is given) and write every output of the main job.
+
+    All inputs are resolved first (`resolve`); a base revision is audited before the head; the
+    outputs are written into a staging directory and moved into `out` together
+    (`staged_outputs`), so a refused run or a full disk changes nothing there, and the
+    comparison folders an earlier run left behind go in the same move when this run makes
+    none. The verdict is decided once (`fairness.audit._gate`) from the head's rule checks and
+    the regression checks, before any output is rendered. The rows stream
+    (`fairness.pipeline._stream`): without evaluators memory stays flat however large the
+    grid; their transcript lines go straight into the staging directory."""
+    from fairness.pipeline import _baseline
+
+    resolved = resolve(options)
+    suite = resolved.suite
+    with contextlib.ExitStack() as stack:
+        base: _baseline.Base | None = None
+        if options.baseline_ref is not None:  # the base first: a bad ref or base set changes nothing in out
+            base = stack.enter_context(_baseline.base_at_ref(options.baseline_ref, options, workspace=options.workspace))
+        elif options.baseline is not None:
+            base = _baseline.base_run(options.baseline)
+        drop: set[str] = set()
+        try:
+            with staged_outputs(options.out, drop) as staging:
+                with open(staging / "transcripts.jsonl", "w", encoding="utf-8") as fh:
+                    try:
+                        run = _audit_rows(suite, options, _Transcripts(fh, options.out))
+                    except OSError as exc:
+                        raise _InputError(exc) from None
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                diff_md_text = ""
+                if base is not None:
+                    comparison, d = _baseline.compare(base, staging, run.model_dump(mode="json"),
+                                                      resolved.regression_rules, options)
+                    run = with_comparison(run, comparison)
+                    diff_md_text = diff_md(d) if d is not None else ""
+                drop |= _baseline.stale_comparison(options.out, sorted(p.name for p in staging.iterdir()))
+                _write_outputs(run, suite, staging, diff_md_text)
+        except _InputError as err:
+            raise err.error from None
     files = {name: options.out / name for name in OUTPUTS}
+    if run.comparison is not None and run.comparison.ran:
+        files["diff"] = options.out / _baseline.DIFF_DIR / "diff.json"
     if options.junit is not None:
         _write_junit(run, options.junit)
         files["junit.xml"] = options.junit
     return RunOutputs(run, suite, options.out, files)
+
+
+def with_comparison(run: FairnessRun, comparison: Comparison) -> FairnessRun:
+    """`run` with the base-vs-head comparison and its verdict decided again with the regression checks."""
+    if not comparison.ran:
+        return run.model_copy(update={"comparison": comparison})
+    bad = [c for c in comparison.checks if c.state != "pass"]
+    reasons = [f"{c.rule} [{c.scope}{f', slice {c.slice}' if c.slice else ''}]: {c.state} — {c.reason}" for c in bad]
+    gate = with_regressions(run.gate, [c.state for c in comparison.checks], reasons)
+    return run.model_copy(update={"comparison": comparison, "gate": gate})
 
 
 class _InputError(Exception):
@@ -293,12 +362,12 @@ def _with_evaluators(run: FairnessRun, collected: _Collected | None, options: Ru
     return run.model_copy(update={"evaluators": extra})
 
 
-def _write_outputs(run: FairnessRun, suite: Suite, staging: Path) -> None:
+def _write_outputs(run: FairnessRun, suite: Suite, staging: Path, diff_md_text: str = "") -> None:
     """Write the outputs other than the transcripts into `staging`."""
     c = card(run, suite)
     texts = {
         "results.json": results_json(run),
-        "summary.md": summary_md(run, extra_sections=[_peer_md(run)]),
+        "summary.md": summary_md(run, extra_sections=[_peer_md(run), diff_md_text]),
         "card.yaml": card_yaml(c),
         "card.md": card_md(c),
         "card.html": card_html(run, suite),
@@ -310,7 +379,7 @@ def _write_outputs(run: FairnessRun, suite: Suite, staging: Path) -> None:
 def _write_junit(run: FairnessRun, path: Path) -> None:
     """JUnit XML for CI test reporters; written after the audit's own outputs."""
     try:
-        write_atomic(path, junit_xml(run.model_dump(mode="json")))
+        write_atomic(path, junit_xml(run))
     except OSError as exc:
         raise FairnessError(f"cannot write --junit `{path}`: {exc.strerror or exc}") from None
 
@@ -337,17 +406,22 @@ def compact_table(run: FairnessRun) -> str:
 
 
 def print_outcome(result: RunOutputs, *, quiet: bool = False, out: TextIO | None = None, err: TextIO | None = None) -> None:
-    """The console report of a run: the family table, stability, run caveats, files written, and the verdict line."""
-    from fairness.report._render import verdict_line
+    """The console report of a run: the verdict line first, the comparison, then (unless `quiet`)
+    the family table, stability, run caveats and the files written. Renders `run.gate` only."""
+    from fairness.report._render import comparison_line, plain, verdict_line
 
     out, err = out or sys.stdout, err or sys.stderr
     run = result.run
-    if not quiet:
-        print(compact_table(run), file=out)
-        for s in run.stability:
-            print(s.summary, file=out)
-        for c in run.caveats:
-            if c.code in ("test-model", "stale-recordings", "incomplete-recordings", "empty-outputs"):
-                print(f"caveat: {' '.join(c.message.split())}", file=err)
-        print(f"wrote {', '.join(str(p) for p in result.files.values())}", file=out)
-    print(re.sub(r"[*✅❌⚠️❔]+", "", verdict_line(run)).strip(), file=out)
+    print(plain(verdict_line(run)), file=out)
+    line = comparison_line(run)
+    if line:
+        print(line, file=out)
+    if quiet:
+        return
+    print(compact_table(run), file=out)
+    for s in run.stability:
+        print(s.summary, file=out)
+    for c in run.caveats:
+        if c.code in ("test-model", "stale-recordings", "incomplete-recordings", "empty-outputs"):
+            print(f"caveat: {' '.join(c.message.split())}", file=err)
+    print(f"wrote {', '.join(str(p) for p in result.files.values())}", file=out)

@@ -14,7 +14,17 @@ from html import escape
 
 from fairness.audit._audit import FairnessRun, MetricResult
 from fairness.report._charts import FamilySeries, deciding_metric, family_series
-from fairness.report._render import ICONS, _ci, _fmt, intervals_note, verdict_line, worst_slice_interval
+from fairness.report._render import (
+    ICONS,
+    _ci,
+    _fmt,
+    caveat_lines,
+    comparison_md,
+    intervals_note,
+    settle_md,
+    verdict_line,
+    worst_slice_interval,
+)
 from fairness.suite._suite import Suite
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -41,6 +51,37 @@ def _inline_md(text: str) -> str:
     """Escape a line of the summary's Markdown; **bold** and `code` become <strong> and <code>."""
     text = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", escape(text))
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+
+
+def _markdown_blocks(text: str) -> list[str]:
+    """The few Markdown shapes the shared sections use — `###` headings, pipe tables, paragraphs
+    (`_…_` italics included) — as HTML, every cell escaped."""
+    out: list[str] = []
+    table: list[list[str]] = []
+
+    def flush() -> None:
+        if table:
+            head, *body = table
+            out.append("<table><thead><tr>" + "".join(f"<th>{_inline_md(c)}</th>" for c in head) + "</tr></thead><tbody>"
+                       + "".join("<tr>" + "".join(f"<td>{_inline_md(c)}</td>" for c in row) + "</tr>" for row in body)
+                       + "</tbody></table>")
+            table.clear()
+
+    for line in text.splitlines():
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not all(set(c) <= set("-: ") for c in cells):
+                table.append(cells)
+            continue
+        flush()
+        if line.startswith("### "):
+            out.append(f"<h2>{_inline_md(line[4:])}</h2>")
+        elif line.strip():
+            body = line.strip()
+            italic = body.startswith("_") and body.endswith("_") and len(body) > 1
+            out.append(f"<p>{'<em>' if italic else ''}{_inline_md(body.strip('_') if italic else body)}{'</em>' if italic else ''}</p>")
+    flush()
+    return out
 
 
 def _verdict(run: FairnessRun) -> str:
@@ -145,12 +186,19 @@ def card_html(run: FairnessRun, suite: Suite) -> str:
         f"<h1>Fairness card: <code>{escape(run.suite.name)}</code> on <code>{escape(r.model_id)}</code></h1>",
         f'<p class="verdict state-{escape(run.gate.state)}">{_verdict(run)}</p>',
     ]
+    if run.gate.reasons:
+        parts += ["<details><summary>Why</summary><ul>", *(f"<li>{_inline_md(x)}</li>" for x in run.gate.reasons[:40]),
+                  "</ul></details>"]
     if not r.is_audited_model:
         parts.append(f'<p class="warn"><strong>Test model, not the audited model.</strong> {escape(r.model_note or "")}</p>')
+    parts += _markdown_blocks(comparison_md(run))
     if run.stability:
         parts += ["<ul>", *(f"<li>{escape(s.summary)}</li>" for s in run.stability), "</ul>"]
     parts += ["<h2>Per-family results</h2>", _family_table(run),
               f"<p>{_inline_md(intervals_note(run))}</p>"]
+    settle = settle_md(run)
+    if settle:
+        parts += ["<h2>How many more seeds would settle it</h2>", *_markdown_blocks(settle)]
     rules = [f"<li>{escape(rule.describe())}</li>" for rule in suite.rules]
     if rules:
         parts += ["<h2>Decision rules</h2>", "<ul>", *rules, "</ul>"]
@@ -166,12 +214,9 @@ def card_html(run: FairnessRun, suite: Suite) -> str:
         parts.append("</div>")
     else:
         parts.append(f"<p>No family has a value of <code>{escape(metric)}</code>.</p>")
-    if run.caveats:
-        parts += ["<h2>Caveats</h2>", "<ul>"]
-        parts += [f"<li><strong>{escape(c.code)}</strong>: {escape(c.message)}</li>" for c in run.caveats[:60]]
-        if len(run.caveats) > 60:
-            parts.append(f"<li>… {len(run.caveats) - 60} more in results.json</li>")
-        parts.append("</ul>")
+    caveats = caveat_lines(run)
+    if caveats:
+        parts += ["<h2>Caveats</h2>", "<ul>", *(f"<li>{_inline_md(c)}</li>" for c in caveats), "</ul>"]
     parts += [
         "<h2>Provenance</h2><table><tbody>",
         f"<tr><th>suite</th><td>{escape(run.suite.name)} v{escape(str(run.suite.version))} "

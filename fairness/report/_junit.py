@@ -1,9 +1,11 @@
-"""JUnit XML view of a run, so CI test reporters show one test per rule check.
+"""JUnit XML view of a run, so CI test reporters show one test per check.
 
 Each decision rule evaluated in a scope (`stereotype-worst-slice` × `family=F2`) is one
-testcase: `fail` is a <failure>, `inconclusive` and `undefined` are <skipped> (the
-evidence neither clears nor breaks the rule), `pass` passes. Built with ElementTree so
-every string from the results is escaped.
+testcase, and so is each base-vs-head regression check (`stereotype-regression` ×
+`family=F2 (base vs head)`): `fail` is a <failure>, `inconclusive` and `undefined` are
+<skipped> (the evidence neither clears nor breaks the rule), `pass` passes. The suite's
+properties carry the run's one verdict (`gate.state`, `gate.exit_code`). Built with
+ElementTree so every string from the results is escaped.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
+
+    from fairness.audit._results import FairnessRun, RegressionCheck, RuleCheck
 
 _SKIPPED = {"inconclusive", "undefined"}
 
@@ -24,47 +28,53 @@ def _fmt(x: Any) -> str:
     return str(x)
 
 
-def _detail(check: dict[str, Any]) -> str:
-    interval = check.get("interval")
-    iv = "n/a" if not interval else f"[{_fmt(interval[0])}, {_fmt(interval[1])}]"
-    return (
-        f"{check.get('metric')} {check.get('statistic', '')} = {_fmt(check.get('value'))} "
-        f"(interval {iv}) {check.get('comparator')} {_fmt(check.get('threshold'))}? "
-        f"state {check.get('state')}; worst slice {check.get('worst_slice') or 'n/a'}; n={_fmt(check.get('n'))}\n"
-        f"{check.get('reason', '')}"
-    )
+def _interval(ci: list[float | None] | None) -> str:
+    return "n/a" if not ci else f"[{_fmt(ci[0])}, {_fmt(ci[1])}]"
 
 
-def _testcase(check: dict[str, Any]) -> ET.Element:
+def _rule_detail(c: RuleCheck) -> str:
+    return (f"{c.metric} {c.statistic} = {_fmt(c.value)} (interval {_interval(c.interval)}) {c.comparator} "
+            f"{_fmt(c.threshold)}? state {c.state}; worst slice {c.worst_slice or 'n/a'}; n={_fmt(c.n)}\n{c.reason}")
+
+
+def _regression_detail(c: RegressionCheck, base: str) -> str:
+    return (f"{c.metric} {c.statistic}: change {_fmt(c.change)} from base {_fmt(c.base)} to head {_fmt(c.head)} "
+            f"(interval {_interval(c.ci)}) {c.comparator} {_fmt(c.threshold)}? state {c.state}; "
+            f"worst slice (head) {c.slice or 'n/a'}; against {base}\n{c.reason}")
+
+
+def _testcase(classname: str, name: str, state: str, reason: str, detail: str) -> ET.Element:
     import xml.etree.ElementTree as ET  # loaded when JUnit is asked for, not by every run
-    tc = ET.Element("testcase", classname=str(check.get("rule")), name=str(check.get("scope")), time="0")
-    state = check.get("state")
+
+    tc = ET.Element("testcase", classname=classname, name=name, time="0")
     if state == "fail":
-        ET.SubElement(tc, "failure", message=str(check.get("reason", "")), type="fail").text = _detail(check)
+        ET.SubElement(tc, "failure", message=reason, type="fail").text = detail
         return tc
     if state in _SKIPPED:
-        ET.SubElement(tc, "skipped", message=f"{state}: {check.get('reason', '')}")
-    ET.SubElement(tc, "system-out").text = _detail(check)
+        ET.SubElement(tc, "skipped", message=f"{state}: {reason}")
+    ET.SubElement(tc, "system-out").text = detail
     return tc
 
 
-def junit_xml(results: dict[str, Any]) -> str:
-    """The JUnit XML document for a results.json dict."""
+def junit_xml(run: FairnessRun) -> str:
+    """The JUnit XML document of a run: its rule checks and regression checks, and its verdict."""
     import xml.etree.ElementTree as ET
 
-    checks = results.get("rules") or []
-    suite_name = (results.get("suite") or {}).get("name", "suite")
-    model = (results.get("recordings") or {}).get("model_id", "model")
-    failures = sum(c.get("state") == "fail" for c in checks)
-    skipped = sum(c.get("state") in _SKIPPED for c in checks)
-    counts = {"tests": str(len(checks)), "failures": str(failures), "errors": "0", "skipped": str(skipped), "time": "0"}
+    cases = [_testcase(c.rule, c.scope, c.state, c.reason, _rule_detail(c)) for c in run.rules]
+    states = [c.state for c in run.rules]
+    comp = run.comparison
+    if comp is not None and comp.ran:
+        cases += [_testcase(c.rule, f"{c.scope} (base vs head)", c.state, c.reason, _regression_detail(c, comp.base))
+                  for c in comp.checks]
+        states += [c.state for c in comp.checks]
+    counts = {"tests": str(len(cases)), "failures": str(states.count("fail")), "errors": "0",
+              "skipped": str(sum(s in _SKIPPED for s in states)), "time": "0"}
     root = ET.Element("testsuites", {"name": "llm-fairness-check", **counts})
-    ts = ET.SubElement(root, "testsuite", {"name": f"{suite_name} on {model}", **counts})
+    ts = ET.SubElement(root, "testsuite", {"name": f"{run.suite.name} on {run.recordings.model_id}", **counts})
     props = ET.SubElement(ts, "properties")
-    gate = results.get("gate") or {}
-    for name, value in (("gate.state", gate.get("state")), ("gate.exit_code", gate.get("exit_code")), ("model", model)):
+    for name, value in (("gate.state", run.gate.state), ("gate.exit_code", run.gate.exit_code),
+                        ("gate.passed", str(run.gate.passed).lower()), ("model", run.recordings.model_id)):
         ET.SubElement(props, "property", name=name, value=_fmt(value))
-    for check in checks:
-        ts.append(_testcase(check))
+    ts.extend(cases)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

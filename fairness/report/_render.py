@@ -37,16 +37,61 @@ def results_json(run: FairnessRun) -> str:
     return json.dumps(run.model_dump(mode="json"), ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
 
 
+_HEAD_WORDS = {
+    ("pass", "interval"): "every decision rule is met with confidence",
+    ("pass", "point"): "no decision rule is breached at the point",
+    ("fail", "interval"): "a decision rule is breached with confidence",
+    ("fail", "point"): "a decision rule is breached at the point",
+    **{(state, on): words for on in ("interval", "point") for state, words in (
+        ("inconclusive", "the evidence does not settle a decision rule either way"),
+        ("undefined", "the rules could not be evaluated (too little data or no rules)"))},
+}
+_REGRESSION_WORDS = {
+    "pass": "no regression rule is breached",
+    "fail": "a confident regression",
+    "inconclusive": "a possible regression (the change's interval straddles the threshold)",
+    "undefined": "the regression rules could not be evaluated",
+}
+
+
+def _head_words(run: FairnessRun) -> str:
+    text = _HEAD_WORDS[(run.gate.head_state, run.gate.gate_on)]
+    if run.rules:
+        text += f" ({rule_counts(run)})"
+    if run.gate.head_state == "inconclusive" and any(c.settle is not None for c in run.rules):
+        text += "; see “How many more seeds would settle it”"
+    return text
+
+
+def _regression_words(run: FairnessRun) -> str:
+    comp = run.comparison
+    assert comp is not None and comp.ran and run.gate.regression_state is not None
+    checks = comp.checks
+    counts = (f"{sum(c.state == 'fail' for c in checks)}/{len(checks)} regression checks beyond the threshold with confidence"
+              if checks else "the suite has no regression rule")
+    return f"{_REGRESSION_WORDS[run.gate.regression_state]} against {comp.base} ({counts})"
+
+
 def verdict_line(run: FairnessRun) -> str:
+    """The verdict in one line (Markdown): the state, what decided it, the exit code.
+
+    Every output opens with this line; it renders `run.gate` and recomputes nothing. When a
+    comparison ran, the part that decided the state (the more severe) comes first."""
     g = run.gate
-    what = {
-        "pass": "every decision rule is met with confidence" if g.gate_on == "interval" else "no decision rule is breached at the point",
-        "fail": "a decision rule is breached with confidence" if g.gate_on == "interval" else "a decision rule is breached at the point",
-        "inconclusive": "the evidence does not settle a decision rule either way (see how many more seeds would)",
-        "undefined": "the rules could not be evaluated (too little data or no rules)",
-    }[g.state]
-    extra = f" ({rule_counts(run)})" if run.rules else ""
-    return f"{ICONS[g.state]} **{g.state.upper()}** — {what}{extra}. Exit code {g.exit_code}."
+    head = _head_words(run)
+    if g.regression_state is None:
+        what = head
+    else:
+        reg = _regression_words(run)
+        regression_decides = g.state == g.regression_state and g.state != g.head_state
+        what = f"{reg}; the head's own rules: {head}" if regression_decides else f"{head}; base vs head: {reg}"
+    policy = "" if g.fail_on == "state" else f" (fail-on {g.fail_on})"
+    return f"{ICONS[g.state]} **{g.state.upper()}** — {what}. Exit code {g.exit_code}{policy}."
+
+
+def plain(markdown_line: str) -> str:
+    """A Markdown line as console text: no emphasis markers, no emoji."""
+    return re.sub(r"[*✅❌⚠️❔]+", "", markdown_line).strip()
 
 
 def rule_counts(run: FairnessRun) -> str:
@@ -58,6 +103,46 @@ def rule_counts(run: FairnessRun) -> str:
     if run.gate.gate_on == "interval":
         text += f"; {sum(c.state == 'fail' for c in run.rules)} with confidence"
     return text
+
+
+def comparison_line(run: FairnessRun) -> str:
+    """The comparison in one console line; empty when none was asked for."""
+    comp = run.comparison
+    if comp is None:
+        return ""
+    if not comp.ran:
+        return f"base vs head skipped: {comp.note}"
+    return f"base vs head: {_regression_words(run)}; every metric's change in {comp.diff_path}"
+
+
+def comparison_md(run: FairnessRun) -> str:
+    """Base vs head as Markdown: one row per regression check, the head's worst slice named."""
+    comp = run.comparison
+    if comp is None:
+        return ""
+    if not comp.ran:
+        return f"### Base vs head\n\n_Skipped: {comp.note}_\n"
+    lines = ["### Base vs head", "",
+             f"{ICONS[comp.state or 'pass']} {_regression_words(run)}; "
+             f"{'paired by grid cell' if comp.paired else 'unpaired: the grids differ'}.", ""]
+    if comp.checks:
+        lines += ["| rule | scope | worst slice (head) | base → head | change [CI] | threshold | state |",
+                  "|---|---|---|---|---|---|---|"]
+        for c in comp.checks:
+            change = "n/a" if c.change is None else f"{c.change:+.3f}"
+            ci = f" [{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]" if c.ci and None not in c.ci else ""
+            lines.append(f"| {c.rule} | {c.scope} | {c.slice or 'n/a'} | {_fmt(c.base)} → {_fmt(c.head)} | {change}{ci} "
+                         f"| {c.comparator} {c.threshold:g} | {ICONS[c.state]} {c.state} |")
+        lines += ["", "The change's interval combines the two runs' exact intervals (MOVER); its breaching end is "
+                      "Holm-adjusted across the families a rule quantifies over."]
+    return "\n".join(lines) + "\n"
+
+
+def caveat_lines(run: FairnessRun) -> list[str]:
+    """Every caveat as one Markdown line naming its code (and metric and scope): the one list that
+    summary.md, card.md, card.yaml and card.html all render."""
+    return [f"**{c.code}**{f' ({c.metric}, {c.scope})' if c.metric else ''}: {' '.join(c.message.split())}"
+            for c in run.caveats]
 
 
 def _metric(run: FairnessRun, name: str):
@@ -137,7 +222,9 @@ def provenance_md(run: FairnessRun) -> str:
         ("recordings", f"`{r.path}` — {r.rows} rows, manifest sha256 `{r.manifest_sha256[:12]}`"),
         ("model", f"`{r.model_id}` via {r.engine}" + ("" if r.is_audited_model else " — **test model, not the audited model**")),
         ("scorer", f"lexical rubric `{run.scorer.rubric_version}`, mode `{run.scorer.mode}`"),
-        ("statistics", f"B={run.options.bootstrap} cluster bootstrap, P={run.options.permutations} permutations, seed {run.options.seed}, α={run.options.alpha}"),
+        ("statistics", f"exact intervals at α={run.options.alpha} decide the gate (no resampling); "
+                       f"P={run.options.permutations} permutations per test (reported, not gated), seed {run.options.seed}; "
+                       f"B={run.options.bootstrap} bootstrap resamples for the peer evaluators only"),
         ("tool", f"{run.tool.name} {run.tool.version}"),
     ]
     return "| | |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in rows)
@@ -147,6 +234,9 @@ def summary_md(run: FairnessRun, *, extra_sections: list[str] | None = None) -> 
     parts = [f"## Fairness audit: `{run.suite.name}` on `{run.recordings.model_id}`", "", verdict_line(run), ""]
     if run.gate.reasons:
         parts += ["<details><summary>Why</summary>", ""] + [f"- {r}" for r in run.gate.reasons[:40]] + ["", "</details>", ""]
+    comparison = comparison_md(run)
+    if comparison:
+        parts += [comparison]
     parts += ["### Per-family results", "", family_table_md(run), ""]
     parts += [intervals_note(run)]
     settle = settle_md(run)
@@ -162,13 +252,12 @@ def summary_md(run: FairnessRun, *, extra_sections: list[str] | None = None) -> 
         share = var.get("slice", 0.0)
         parts += [f"Variance decomposition of `{metric}`: the group (slice) effect is {share:.1%} of the variation; "
                   + ", ".join(f"{k} {v:.1%}" for k, v in sorted(var.items(), key=lambda kv: -kv[1]) if k != "slice") + ".", ""]
-    if run.caveats:
-        parts += ["### Caveats", ""] + [f"- **{c.code}**{f' ({c.metric}, {c.scope})' if c.metric else ''}: {c.message}" for c in run.caveats[:60]]
-        if len(run.caveats) > 60:
-            parts.append(f"- … {len(run.caveats) - 60} more in results.json")
-        parts.append("")
+    caveats = caveat_lines(run)
+    if caveats:
+        parts += ["### Caveats", ""] + [f"- {c}" for c in caveats] + [""]
     for section in extra_sections or []:
-        parts += [section, ""]
+        if section:
+            parts += [section, ""]
     parts += ["### Provenance", "", provenance_md(run), ""]
     return cap_summary("\n".join(parts))
 
@@ -201,10 +290,42 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None) 
     notes = [f"System prompt held fixed at {suite.system_prompt!r}.", f"Recordings replayed from `{r.path}` (engine {r.engine})."]
     if test_model:
         notes.insert(0, r.model_note)
+    audit_result: dict[str, Any] = {
+        "verdict": plain(verdict_line(run)),
+        "gate": run.gate.state,
+        "exit_code": run.gate.exit_code,
+        "fail_on": run.gate.fail_on,
+        "reasons": list(run.gate.reasons),
+        "rule_checks": rule_counts(run) if run.rules else "no rule checks",
+        "head_state": run.gate.head_state,
+    }
+    comp = run.comparison
+    if comp is not None:
+        audit_result["base_vs_head"] = {
+            "base": comp.base, "compared": comp.ran, **({"note": comp.note} if not comp.ran else {}),
+            **({"state": comp.state, "paired": comp.paired} if comp.ran else {}),
+            "regression_checks": [
+                {"rule": c.rule, "scope": c.scope, "worst_slice": c.slice, "base": c.base, "head": c.head,
+                 "change": c.change, "interval": c.ci, "threshold": c.threshold, "state": c.state, "reason": c.reason}
+                for c in comp.checks
+            ],
+        }
+    audit_result.update({
+        "verdict_stability": [s.summary for s in run.stability],
+        "estimand": run.estimand,
+        "caveats": [plain(c) for c in caveat_lines(run)],
+        "intervals": run.tests.model_dump(),
+        "to_settle": [
+            {"rule": c.rule, "scope": c.scope, "toward": c.settle.toward, "rows_per_slice": c.settle.rows_per_slice,
+             "seeds_per_cell": c.settle.seeds, "detectable": c.settle.detectable, "passable": c.settle.passable, "note": c.settle.note}
+            for c in run.rules if c.settle is not None
+        ],
+    })
     data: dict[str, Any] = {
         "card_version": "0.1.0",
         "modality": "text",
         "evaluation_date": evaluation_date or _dt.datetime.now(_dt.timezone.utc).date().isoformat(),
+        "audit_result": audit_result,
         "system": {
             "name": r.model_id,
             "version": f"recorded {r.created[:10]}",
@@ -277,20 +398,6 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None) 
             "columns": ["family", "worst_slice_stereotype", "worst_slice_pilot_harm", "refusal_delta", "decision"],
             "rows": rows,
         },
-        "audit_result": {
-            "gate": run.gate.state,
-            "exit_code": run.gate.exit_code,
-            "rule_checks": rule_counts(run) if run.rules else "no rule checks",
-            "verdict_stability": [s.summary for s in run.stability],
-            "estimand": run.estimand,
-            "caveats": [c.message for c in run.caveats if c.code in ("test-model", "scorer-mode", "stale-recordings", "incomplete-recordings", "interval-coverage")],
-            "intervals": run.tests.model_dump(),
-            "to_settle": [
-                {"rule": c.rule, "scope": c.scope, "toward": c.settle.toward, "rows_per_slice": c.settle.rows_per_slice,
-                 "seeds_per_cell": c.settle.seeds, "detectable": c.settle.detectable, "passable": c.settle.passable, "note": c.settle.note}
-                for c in run.rules if c.settle is not None
-            ],
-        },
         "reproducibility": {
             "code_url": "https://github.com/org/llm-fairness-check",
             "license": "MIT",
@@ -317,8 +424,24 @@ def card_yaml(card_data: dict[str, Any]) -> str:
 
 def card_md(c: dict[str, Any]) -> str:
     s = c["system"]
-    out = [f"# Fairness Card — {s['name']}", "", f"_Card version `{c['card_version']}`, modality `{c['modality']}`._",
-           f"_Evaluation date: {c['evaluation_date']}._", "", "## System identification",
+    ar = c["audit_result"]
+    out = [f"# Fairness Card — {s['name']}", "", f"**Verdict:** {ICONS[ar['gate']]} {ar['verdict']}", ""]
+    out += [f"- {r}" for r in ar["reasons"][:20]] + ([f"- … {len(ar['reasons']) - 20} more in results.json"] if len(ar["reasons"]) > 20 else [])
+    if "base_vs_head" in ar:
+        bvh = ar["base_vs_head"]
+        if not bvh["compared"]:
+            out += ["", f"**Base vs head:** skipped — {bvh['note']}"]
+        else:
+            out += ["", f"**Base vs head** ({bvh['base']}): `{bvh['state']}`", "",
+                    "| rule | scope | worst slice (head) | change [CI] | threshold | state |", "|---|---|---|---|---|---|"]
+            for r in bvh["regression_checks"]:
+                ci = _ci(r["interval"])
+                change = "n/a" if r["change"] is None else f"{r['change']:+.3f}"
+                out.append(f"| {r['rule']} | {r['scope']} | {r['worst_slice'] or 'n/a'} | {change}{ci} | {r['threshold']:g} | {r['state']} |")
+    if ar["caveats"]:
+        out += ["", "**Caveats:**"] + [f"- {x}" for x in ar["caveats"]]
+    out += ["", f"_Card version `{c['card_version']}`, modality `{c['modality']}`._",
+            f"_Evaluation date: {c['evaluation_date']}._", "", "## System identification",
            f"- **Model / version:** `{s['name']}`, {s['version']}", f"- **Surface:** `{s['surface']}`"]
     if "checkpoint_url" in s:
         out.append(f"- **Checkpoint:** <{s['checkpoint_url']}>")
@@ -349,13 +472,11 @@ def card_md(c: dict[str, Any]) -> str:
     er = c["example_result"]
     out += ["", "## Result (this run)", "| " + " | ".join(er["columns"]) + " |", "|" + "---|" * len(er["columns"])]
     out += ["| " + " | ".join(_fmt(v) if isinstance(v, float) or v is None else str(v) for v in row) + " |" for row in er["rows"]]
-    ar = c["audit_result"]
     out += ["", f"**Gate:** {ICONS[ar['gate']]} `{ar['gate']}` (exit {ar['exit_code']}; {ar['rule_checks']})", "", f"**Estimand:** {ar['estimand']}"]
     if ar.get("to_settle"):
         out += ["", "**How many more seeds would settle it:**"] + [f"- {x['rule']} [{x['scope']}]: {x['note']}" for x in ar["to_settle"]]
-    out += [f"- {s_}" for s_ in ar["verdict_stability"]]
-    if ar["caveats"]:
-        out += ["", "**Caveats:**"] + [f"- {x}" for x in ar["caveats"]]
+    if ar["verdict_stability"]:
+        out += ["", "**Verdict stability:**"] + [f"- {s_}" for s_ in ar["verdict_stability"]]
     rp = c["reproducibility"]
     out += ["", "## Reproducibility", f"- **Code:** <{rp['code_url']}>", f"- **License:** {rp['license']}", f"- **Data release:** `{rp['data_release']}`",
             f"- **Seeds:** {rp['seeds']}", f"- **Total samples:** {rp['total_samples']}", f"- **Regenerate:** `{rp['regen_command']}`", ""]
