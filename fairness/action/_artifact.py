@@ -49,8 +49,8 @@ def artifact_name(env: Mapping[str, str], suite: str, tag: str = "") -> str:
         parts.append(tag)
     seen: set[str] = set()
     words: list[str] = []
-    for word in "-".join(map(_clean, parts)).split("-"):
-        word = word.strip(".")
+    for raw in "-".join(map(_clean, parts)).split("-"):
+        word = raw.strip(".")
         if word and word.casefold() not in seen:
             seen.add(word.casefold())
             words.append(word)
