@@ -14,6 +14,10 @@
 # runs job containers as root, and a USER would lose write access to the mounted workspace; run it
 # locally with --user (above) so the outputs belong to you.
 #
+# Every dependency is installed from a lock with hashes, wheels only (requirements/*.lock): the
+# live image is where the nightly job runs with its Hugging Face token. The package itself is
+# built from the copied source, offline, with the locked setuptools.
+#
 # The base image is pinned by digest: python:3.12-slim as used in public Dockerfiles and build logs
 # on 2026-11-30 (it could not be pulled where this was written). Dependabot (package-ecosystem:
 # docker) proposes newer digests; to refresh by hand, take the index digest from
@@ -25,17 +29,19 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     FAIRNESS_ACTION_PATH=/opt/llm-fairness-check
 WORKDIR /opt/llm-fairness-check
+COPY requirements/replay.lock requirements/build.lock ./requirements/
+RUN pip install --no-cache-dir --require-hashes --only-binary :all: -r requirements/replay.lock -r requirements/build.lock
 COPY pyproject.toml README.md LICENSE entrypoint.py ./
 COPY fairness ./fairness
-RUN pip install --no-cache-dir "/opt/llm-fairness-check[sentiment]"
+RUN pip install --no-cache-dir --no-deps --no-index --no-build-isolation /opt/llm-fairness-check
 WORKDIR /github/workspace
 
-# Live generation with local models: CUDA torch + transformers/llama.cpp extras.
+# Live generation with local models: torch (PyPI's Linux wheels are the CUDA builds, with the
+# nvidia-* libraries as locked dependencies) + the transformers/llama.cpp and hosted-API extras,
+# all from requirements/live.lock (the replay pins, the extras, setuptools).
 FROM base AS live
-ARG TORCH_VERSION=2.5.1
-ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu124
-RUN pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}" \
-    && pip install --no-cache-dir "/opt/llm-fairness-check[sentiment,live]"
+COPY requirements/live.lock /opt/llm-fairness-check/requirements/
+RUN pip install --no-cache-dir --require-hashes --only-binary :all: -r /opt/llm-fairness-check/requirements/live.lock
 ENTRYPOINT ["python", "/opt/llm-fairness-check/entrypoint.py"]
 
 # Default target (last stage): replay only, no model, no network.

@@ -2,21 +2,24 @@
 # Prepare the Python environment the Action runs in; writes `python=PATH` and `installed=true|false`
 # to $GITHUB_OUTPUT.
 #
-# Replay installs only the locked dependencies (requirements/replay.lock, every hash checked)
-# into a venv; the package itself runs from the Action's checkout (entrypoint.py puts it first
-# on sys.path), so a cached venv stays valid across Action releases that keep the lock.
-# uv (pinned, from the package registry) when it can be had, pip otherwise.
+# Every install is from a lock with hashes (--require-hashes, wheels only, so no unhashed build
+# backend is fetched either): live mode runs beside the user's API keys, and a package swapped on
+# the registry must fail the install rather than run. Replay installs requirements/replay.lock;
+# live mode installs hosted.lock or live.lock instead (each the replay pins plus its extras).
+# The package itself runs from the Action's checkout (entrypoint.py puts it first on sys.path),
+# so a cached venv stays valid across Action releases that keep the lock.
+# uv when it can be had (faster than pip on a cold runner: benchmarks/bench_install.py times
+# both), itself installed from requirements/installer.lock; pip otherwise.
 #
 # Environment (the contract; action.yml sets the first four):
 #   FAIRNESS_PYTHON       base interpreter (actions/setup-python's python-path)
-#   FAIRNESS_ACTION_PATH  the Action's checkout (holds requirements/replay.lock)
+#   FAIRNESS_ACTION_PATH  the Action's checkout (holds requirements/*.lock)
 #   FAIRNESS_VENV         venv directory to create, or to reuse when FAIRNESS_CACHE_HIT=true
 #   FAIRNESS_CACHE_HIT    `true` when actions/cache restored FAIRNESS_VENV
-#   FAIRNESS_MODE, FAIRNESS_PROVIDER   live mode adds the model or API extras (not locked)
+#   FAIRNESS_MODE, FAIRNESS_PROVIDER   live mode installs the hosted or live lock instead
 #   FAIRNESS_PREINSTALLED_PYTHON  an interpreter that already has the replay dependencies
 #                         (a container job, a self-hosted runner, a test stand-in): used as is
 #   FAIRNESS_INSTALLER    auto (default: uv, else pip), uv or pip
-#   FAIRNESS_UV_VERSION   the uv release fetched from the registry when none is on PATH
 set -euo pipefail
 
 die() { echo "::error title=llm-fairness-check: install::$1"; exit 2; }
@@ -44,8 +47,14 @@ fi
 : "${FAIRNESS_PYTHON:?FAIRNESS_PYTHON (the base interpreter) is not set}"
 : "${FAIRNESS_ACTION_PATH:?FAIRNESS_ACTION_PATH is not set}"
 venv="${FAIRNESS_VENV:-${RUNNER_TEMP:-/tmp}/llm-fairness-check-venv}"
-lock="$FAIRNESS_ACTION_PATH/requirements/replay.lock"
 mode="${FAIRNESS_MODE:-replay}"
+lock="$FAIRNESS_ACTION_PATH/requirements/replay.lock"
+if [ "$mode" = "live" ]; then
+  case "${FAIRNESS_PROVIDER:-}" in
+    openai|anthropic) lock="$FAIRNESS_ACTION_PATH/requirements/hosted.lock" ;;
+    *) lock="$FAIRNESS_ACTION_PATH/requirements/live.lock" ;;
+  esac
+fi
 [ -f "$lock" ] || die "the dependency lock $lock is missing from the Action's checkout"
 
 if [ "${FAIRNESS_CACHE_HIT:-}" = "true" ] && [ "$mode" != "live" ]; then
@@ -57,14 +66,6 @@ if [ "${FAIRNESS_CACHE_HIT:-}" = "true" ] && [ "$mode" != "live" ]; then
   echo "::warning title=llm-fairness-check::the cached environment is unusable; installing afresh"
 fi
 
-extras=""
-if [ "$mode" = "live" ]; then
-  case "${FAIRNESS_PROVIDER:-}" in
-    openai|anthropic) extras="sentiment,hosted" ;;
-    *) extras="sentiment,live" ;;
-  esac
-fi
-
 installer="${FAIRNESS_INSTALLER:-auto}"
 uv=""
 if [ "$installer" != "pip" ]; then
@@ -73,7 +74,8 @@ if [ "$installer" != "pip" ]; then
   else
     target="${RUNNER_TEMP:-/tmp}/llm-fairness-check-uv"
     if "$FAIRNESS_PYTHON" -m pip install --disable-pip-version-check --quiet --target "$target" \
-        "uv==${FAIRNESS_UV_VERSION:-0.13.9}" && [ -x "$target/bin/uv" ]; then
+        --require-hashes --only-binary :all: --no-deps -r "$FAIRNESS_ACTION_PATH/requirements/installer.lock" \
+        && [ -x "$target/bin/uv" ]; then
       uv="$target/bin/uv"
     elif [ "$installer" = "uv" ]; then
       die "could not install uv from the package registry"
@@ -87,16 +89,10 @@ rm -rf "$venv"
 if [ -n "$uv" ]; then
   "$uv" --version
   "$uv" venv --quiet --python "$FAIRNESS_PYTHON" "$venv"
-  "$uv" pip install --quiet --python "$venv/bin/python" --require-hashes -r "$lock"
-  if [ -n "$extras" ]; then
-    "$uv" pip install --quiet --python "$venv/bin/python" "${FAIRNESS_ACTION_PATH}[${extras}]"
-  fi
+  "$uv" pip install --quiet --python "$venv/bin/python" --require-hashes --only-binary :all: -r "$lock"
 else
   "$FAIRNESS_PYTHON" -m venv "$venv"
-  "$venv/bin/python" -m pip install --disable-pip-version-check --quiet --require-hashes -r "$lock"
-  if [ -n "$extras" ]; then
-    "$venv/bin/python" -m pip install --disable-pip-version-check --quiet "${FAIRNESS_ACTION_PATH}[${extras}]"
-  fi
+  "$venv/bin/python" -m pip install --disable-pip-version-check --quiet --require-hashes --only-binary :all: -r "$lock"
 fi
 # Import what an audit imports once, so the bytecode it compiles is saved in the cache with the
 # venv (uv writes none; compiling all of scipy up front would cost ~6 s of CPU instead of ~1.5 s).

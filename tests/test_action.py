@@ -602,7 +602,7 @@ class TestPRComment:
         payload = json.loads((Path(r.outputs["results-path"]).parent / "pr-comment.json").read_text())
         assert (payload["pr"], payload["tag"], payload["repository"]) == (7, "fairness", "o/r")
         assert comment_body(payload["body"], "fairness") == comment["body"]
-        assert r.outputs["artifact-name"] == "fairness-fairness-fairness-cards-qwen-v0.1"
+        assert r.outputs["artifact-name"] == "fairness-cards-qwen-v0.1"
 
     def test_bad_comment_tag_input_exits_2(self, tmp_path, recordings):
         r = run_action(tmp_path, _inputs(recordings["clean"], **{"comment-tag": "two words"}))
@@ -671,13 +671,32 @@ class TestForkComment:
 
 
 class TestArtifact:
+    WORKSPACE = "/home/runner/work/repo/repo"
+
     @pytest.mark.parametrize("job,suite,tag,name", [
-        ("fairness", "fairness-cards/qwen-v0.1", "fairness", "fairness-fairness-fairness-cards-qwen-v0.1"),
-        ("audit", "suites/our suite.yaml", "nightly", "fairness-audit-suites-our-suite.yaml-nightly"),
-        ("", "C:\\x\\s.yaml", "default", "fairness-job-C-x-s.yaml"),
+        # the built-in suite: its own `fairness` word is not repeated after the prefix and the job
+        ("fairness", "fairness-cards/qwen-v0.1", "fairness", "fairness-cards-qwen-v0.1"),
+        ("fairness", "fairness-cards/qwen-v0.1", "", "fairness-cards-qwen-v0.1"),
+        ("audit", "fairness-cards/qwen-v0.1", "default", "fairness-audit-cards-qwen-v0.1"),
+        ("replay", "fairness-cards/qwen-v0.1", "replay-ubuntu-latest", "fairness-replay-cards-qwen-v0.1-ubuntu-latest"),
+        ("replay", "fairness-cards/qwen-v0.1", "replay-macos-latest", "fairness-replay-cards-qwen-v0.1-macos-latest"),
+        # a suite file at the root: no extension, no repeated prefix (was fairness-fairness-fairness-check-suite.yaml)
+        ("fairness", "fairness-check-suite.yaml", "", "fairness-check-suite"),
+        ("fairness", "fairness-check-suite.yaml", "fairness", "fairness-check-suite"),
+        ("fairness", "fairness-check-suite.yaml", "gpt-4o", "fairness-check-suite-gpt-4o"),
+        # a suite under .github: the hidden directory and the extension are dropped
+        ("fairness", ".github/fairness/hiring.yml", "", "fairness-hiring"),
+        ("audit", ".github/fairness/hiring.yml", "nightly", "fairness-audit-hiring-nightly"),
+        ("audit", "./.github/fairness/hiring.yml", "nightly", "fairness-audit-hiring-nightly"),
+        ("audit", f"{WORKSPACE}/.github/fairness/hiring.yml", "nightly", "fairness-audit-hiring-nightly"),
+        # directories tell apart two files of one name; unsafe characters become `-`
+        ("check", "team-a/hiring.yml", "", "fairness-check-team-a-hiring"),
+        ("check", "team-b/hiring.yml", "", "fairness-check-team-b-hiring"),
+        ("audit", "suites/our suite.yaml", "nightly", "fairness-audit-suites-our-suite-nightly"),
+        ("", "C:\\x\\s.YAML", "default", "fairness-job-C-x-s"),
     ])
-    def test_names_are_per_job_and_suite_and_safe(self, job, suite, tag, name):
-        assert artifact_name({"GITHUB_JOB": job}, suite, tag) == name
+    def test_names_are_short_per_job_suite_and_tag_and_safe(self, job, suite, tag, name):
+        assert artifact_name({"GITHUB_JOB": job, "GITHUB_WORKSPACE": self.WORKSPACE}, suite, tag) == name
 
     def test_upload_artifact_false_sets_no_name(self, tmp_path, recordings):
         r = run_action(tmp_path, _inputs(recordings["clean"], **{"upload-artifact": "false"}))

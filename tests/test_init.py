@@ -78,15 +78,17 @@ def test_regeneration_workflow_per_provider(tmp_path, provider):
     assert ("MODEL_REVISION" in record["env"]) == (provider == "local")
     assert "llm-fairness-check regenerate" in record["run"] and '--out "$RECORDINGS"' in record["run"]
     expected = {
-        "openai": ("ubuntu-latest", {"OPENAI_API_KEY": "${{ secrets.OPENAI_API_KEY }}"}, "--engine openai", "[hosted]"),
-        "anthropic": ("ubuntu-latest", {"ANTHROPIC_API_KEY": "${{ secrets.CLAUDE_KEY }}"}, "--engine anthropic", "[hosted]"),
-        "openai-compatible": ("ubuntu-latest", {}, '--engine openai --model "$MODEL" --base-url "https://llm.example.com/v1"', "[hosted]"),
-        "local": (["self-hosted", "gpu"], {}, "--engine transformers", "[live]"),
+        "openai": ("ubuntu-latest", {"OPENAI_API_KEY": "${{ secrets.OPENAI_API_KEY }}"}, "--engine openai", "hosted"),
+        "anthropic": ("ubuntu-latest", {"ANTHROPIC_API_KEY": "${{ secrets.CLAUDE_KEY }}"}, "--engine anthropic", "hosted"),
+        "openai-compatible": ("ubuntu-latest", {}, '--engine openai --model "$MODEL" --base-url "https://llm.example.com/v1"', "hosted"),
+        "local": (["self-hosted", "gpu"], {}, "--engine transformers", "live"),
     }[provider]
     assert job["runs-on"] == expected[0]
     assert secrets == expected[1]
     assert expected[2] in record["run"]
-    assert expected[3] in steps["Install llm-fairness-check"]["run"]
+    assert f"--require-hashes --only-binary :all: \\\n  -r ./.llm-fairness-check/requirements/{expected[3]}.lock\n" in (
+        steps["Install llm-fairness-check"]["run"])
+    assert job["environment"] == "fairness-regenerate"  # it holds secrets.FAIRNESS_PR_TOKEN
     assert (tmp_path / _init.ACTIONLINT_CONFIG).is_file() == (provider == "local")
 
 

@@ -7,7 +7,8 @@ from vars/secrets/matrix/steps, $GITHUB_OUTPUT/$GITHUB_PATH/$GITHUB_STEP_SUMMARY
 a fresh $RUNNER_TEMP and workspace per job, background processes killed at job end. The
 few `uses:` actions are emulated: checkout clones a local bare remote, the artifact actions
 copy directories, the App-token action is skipped (no App configured; a PAT secret is
-used). The job's `container:` is not started (no Docker here): isolation comes from the
+used). The job's `container:` is not started (no Docker here): the image it would start is
+asserted to be the one the `vet` job passed on the host, and isolation comes from the
 workflow's own venv step, which is what is asserted. vLLM is played by tests/standin_vllm.py
 on 127.0.0.1, and the GitHub API by a fake on 127.0.0.1.
 """
@@ -69,6 +70,8 @@ class Runner:
         self.artifacts = root / "artifacts"
         self.summaries: dict[str, str] = {}
         self.temps: dict[str, Path] = {}
+        self.needs: dict[str, dict[str, dict[str, str]]] = {}
+        self.containers: list[str] = []
         self.jobs_run = 0
 
     def run_job(self, job_id: str, matrix: dict[str, Any] | None = None) -> dict[str, dict[str, str]]:
@@ -80,10 +83,16 @@ class Runner:
         workspace.mkdir()
         self.temps[f"{job_id}{matrix or ''}"] = temp
         files = {n: temp / f"_{n}" for n in ("output", "path", "env", "summary")}
+        needs = job.get("needs", [])
+        needs = [needs] if isinstance(needs, str) else needs
+        assert all(n in self.needs for n in needs), f"{job_id} needs {needs}; run them first"
         ctx: dict[str, Any] = {
             "vars": self.vars, "secrets": self.secrets, "matrix": matrix or {}, "steps": {},
             "runner": {"temp": str(temp)}, "github": {"repository": "octo/fairness"},
+            "needs": {n: self.needs[n] for n in needs},
         }
+        if "container" in job:  # not started here; the reference a runner would pull is recorded
+            self.containers.append(interpolate(str(job["container"]["image"]), ctx))
         env = dict(self.base_env, RUNNER_TEMP=str(temp), GITHUB_WORKSPACE=str(workspace),
                    GITHUB_STEP_SUMMARY=str(files["summary"]))
         for scope in (self.workflow.get("env", {}), job.get("env", {})):
@@ -125,6 +134,7 @@ class Runner:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pgid, signal.SIGTERM)
         self.summaries[f"{job_id}{matrix or ''}"] = files["summary"].read_text() if files["summary"].exists() else ""
+        self.needs[job_id] = {"outputs": {k: interpolate(str(v), ctx) for k, v in job.get("outputs", {}).items()}}
         return ctx["steps"]
 
     def _uses(self, step: dict[str, Any], ctx: dict[str, Any], workspace: Path) -> None:
@@ -224,7 +234,7 @@ def _seed_remote(root: Path, port: int) -> Path:
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
-    for name in ("fairness", ".github"):
+    for name in ("fairness", ".github", "requirements"):
         shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     (src / "suite.yaml").write_text(yaml.safe_dump(SUITE), encoding="utf-8")
     _generate(src / RECORDINGS, src / "suite.yaml", port)
@@ -284,14 +294,20 @@ def test_the_nightly_workflow_regenerates_in_place_and_opens_a_checked_pr(world)
     assert len(shards) == int(wf["env"]["SHARDS"]) == 2
     assert "--gpus all" in wf["jobs"]["generate"]["container"]["options"]
 
-    # an unpinned model revision stops the job at its first step
-    runner.vars["FAIRNESS_MODEL_REVISION"] = "main"
-    with pytest.raises(AssertionError, match="step `Check the pins` of generate failed"):
-        runner.run_job("generate", {"shard": 1})
-    runner.vars["FAIRNESS_MODEL_REVISION"] = REVISION
+    # an unpinned model revision or image stops the run on the host, before any container
+    image = runner.vars["FAIRNESS_LIVE_IMAGE"]
+    for name, bad in (("FAIRNESS_MODEL_REVISION", "main"), ("FAIRNESS_LIVE_IMAGE", "ghcr.io/octo/llm-fairness-check:v1-live")):
+        good, runner.vars[name] = runner.vars[name], bad
+        with pytest.raises(AssertionError, match="step `Check the pins` of vet failed"):
+            runner.run_job("vet")
+        runner.vars[name] = good
+    assert runner.needs == {} and runner.containers == []
+    runner.run_job("vet")
+    assert runner.needs["vet"] == {"outputs": {"image": image}}
 
     for k in shards:
         runner.run_job("generate", {"shard": k})
+    assert runner.containers == [image, image]  # each shard's container is the vetted digest
     for k in shards:
         shard_manifest = json.loads((runner.artifacts / f"shard-{k}" / MANIFEST).read_text())
         assert shard_manifest["shard"] == f"{k}/2"
