@@ -13,7 +13,7 @@ from paper_grid import paper_text_for
 from fairness.audit._audit import FairnessRun
 from fairness.cli import main
 from fairness.report._charts import mermaid_charts
-from fairness.report._html import CSP, _axis, card_html
+from fairness.report._html import CSP, _axis, _wrap, card_html
 from fairness.suite import Suite, load_suite
 
 HOSTILE = 'F"9`` ```\n<script>alert(1)</script>'
@@ -98,3 +98,19 @@ def test_axis_is_round():
     assert _axis(0.149363) == (0.15000000000000002, [0.0, 0.05, 0.1, 0.15])
     assert _axis(0.05) == (0.05, [0.0, 0.01, 0.02, 0.03, 0.04, 0.05])
     assert _axis(1.0) == (1.0, [0.0, 0.2, 0.4, 0.6, 0.8, 1.0])
+
+
+def test_slice_names_wrap_at_a_separator_then_are_cut():
+    """A slice name gets up to two lines of its slot's width; the full name is the label's tooltip."""
+    assert _wrap("man_Christian", 87.5) == ["man_Christian"]
+    assert _wrap("woman_Muslim", 57) == ["woman_", "Muslim"]
+    assert _wrap("older adult (65+) with a disability, rural", 87.5) == ["older adult", "(65+) with a…"]
+    assert _wrap("non_binary_person_described_at_great_length_in_the_suite_file", 57) == ["non_", "binary_…"]
+    assert _wrap("WWWWWWWWWWWWWWWWWWWWWWWW", 57) == ["WWWW", "WWW…"]
+
+
+def test_chart_title_keeps_family_and_state_when_the_name_is_cut(paper):
+    fams = [f.model_copy(update={"name": "x" * 200}) if f.family == "F1" else f for f in paper.run.families]
+    page = card_html(paper.run.model_copy(update={"families": fams}), paper.suite)
+    assert re.findall(r'<text x="4" y="18"[^>]*>(F1 [^<]*)</text>', page) == [f"F1 ({'x' * 30}…): {fams[0].state}"]
+    assert f'aria-label="F1 ({"x" * 200}): {fams[0].state}"' in page

@@ -43,8 +43,17 @@ th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
 svg text{font:11px system-ui,sans-serif;fill:#333}
 """
 
-W, H = 440, 250
-LEFT, RIGHT, TOP, BOTTOM = 58, 16, 30, 48
+W, H = 440, 270
+LEFT, RIGHT, TOP, BOTTOM = 58, 16, 48, 54
+"""The chart's box and margins: title and threshold legend above the plot, slice names and axis title below."""
+_PLOT_W = W - LEFT - RIGHT
+_MIN_SLOT = 56
+"""Narrowest slice slot (px): a chart with more slices than fit in W is widened instead."""
+_VALUE_DX = 9
+"""A value label starts this far right of its point, clear of the whisker's 6 px caps."""
+_HALF = 8
+"""Half the height of an 11 px label's box, with a margin (px)."""
+_PAD = 4
 
 
 def _inline_md(text: str) -> str:
@@ -101,35 +110,103 @@ def _axis(top: float) -> tuple[float, list[float]]:
     return n * step, [round(i * step, 10) for i in range(n + 1)]
 
 
+_ASCII_EM = tuple(w / 1000 for w in (
+    318, 401, 460, 838, 636, 950, 780, 275, 390, 390, 500, 838, 318, 361, 318, 337, 636, 636, 636, 636, 636, 636, 636, 636,
+    636, 636, 337, 337, 838, 838, 838, 531, 1000, 684, 686, 698, 770, 632, 575, 775, 752, 295, 295, 656, 557, 863, 748, 787,
+    603, 787, 695, 635, 611, 732, 684, 989, 685, 611, 685, 390, 337, 390, 838, 500, 500, 613, 635, 550, 635, 615, 352, 635,
+    634, 278, 278, 579, 278, 974, 634, 612, 635, 635, 411, 521, 392, 634, 592, 818, 592, 592, 525, 636, 337, 636, 838,
+))
+"""Advance widths (em) of ASCII 32–126 in DejaVu Sans, the fallback of `system-ui` on Linux and wider than the
+usual system fonts of Windows and macOS; any other character counts 1.1 em."""
+
+
+def _text_width(text: str, px: float = 11, bold: bool = False) -> float:
+    """A generous estimate of `text`'s width in px: DejaVu Sans's widths plus 6% (12% more in bold).
+
+    Used only to keep labels apart, so it errs wide: a label is given room or cut before it can touch.
+    """
+    em = sum(_ASCII_EM[ord(c) - 32] if " " <= c <= "~" else 1.1 for c in text)
+    return em * px * (1.06 + 0.12 * bold)
+
+
+def _fit(text: str, width: float, px: float = 11, bold: bool = False) -> str:
+    """`text`, cut with an ellipsis to fit `width`."""
+    if _text_width(text, px, bold) <= width:
+        return text
+    while text and _text_width(text + "…", px, bold) > width:
+        text = text[:-1]
+    return text + "…"
+
+
+def _wrap(text: str, width: float) -> list[str]:
+    """A slice name on at most two lines of `width`, broken after `_`, `-`, `/` or a space where it can be."""
+    if _text_width(text) <= width:
+        return [text]
+    cut = next((k for k in range(len(text), 1, -1) if _text_width(text[:k]) <= width), 1)
+    cut = max((i + 1 for i, c in enumerate(text[:cut]) if c in "_-/ "), default=cut)
+    return [text[:cut].rstrip(), _fit(text[cut:].lstrip(), width)]
+
+
 def _svg(s: FamilySeries, metric: str, top: float, ticks: list[float]) -> str:
-    """Points with 95% interval whiskers per slice and the threshold as a dashed line."""
-    pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
-    slot = pw / max(len(s.points), 1)
+    """Points with 95% interval whiskers per slice and the threshold as a dashed line.
+
+    No text crosses a mark (issue 19), whatever the data: the threshold is named in a legend row above
+    the plot, not on its line; a value label sits right of its whisker (the next slice's whisker is a
+    slot away) and steps off the threshold line when it would cross it; slice names wrap onto two lines
+    and are cut to their slot, in full in the tooltip; a chart with many slices is widened instead of
+    squeezed. Grid lines (class `grid`) are background, not marks.
+    """
+    n = max(len(s.points), 1)
+    values = [_fmt(e.value) for _, e in s.points]
+    value_w = max([_text_width(v) for v in values] + [_text_width("n/a")])
+    slot = max(_PLOT_W / n, _MIN_SLOT, value_w + _VALUE_DX + 10)
+    pw = slot * n
+    right = max(float(RIGHT), _VALUE_DX + value_w + 4 - slot / 2)
+    width = math.ceil(LEFT + pw + right)
+    ph = H - TOP - BOTTOM
+    base = TOP + ph
 
     def y(v: float) -> float:
         return TOP + ph * (1 - min(max(v, 0.0), top) / top)
 
+    ty = y(s.threshold) if s.threshold is not None else None
+
+    def lane(want: float, above: bool) -> float:
+        """The centre of an in-plot label near `want`: inside the plot, and clear of the threshold line."""
+        lo, hi = TOP + _HALF, base - _HALF - 1
+        yc = min(max(want, lo), hi)
+        if ty is None or abs(yc - ty) >= _HALF + 1.5:
+            return yc
+        sides = (ty - _HALF - 1.5, ty + _HALF + 1.5)
+        return next(c for c in (sides if above else sides[::-1]) if lo <= c <= hi)
+
     title = f"{s.family} ({s.name}): {s.state}"
+    room = width - 2 * _PAD - _text_width(f"{s.family} (): {s.state}", 13, bold=True)
+    shown = f"{s.family} ({_fit(s.name, room, 13, bold=True)}): {s.state}"
     out = [
-        f'<svg width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img" '
+        f'<svg width="{width}" height="{H}" viewBox="0 0 {width} {H}" role="img" '
         f'aria-label="{escape(title)}">',
         f"<title>{escape(title)} — {escape(metric)} per slice, 95% intervals</title>",
-        f'<text x="{LEFT}" y="18" style="font-size:13px;font-weight:600">{escape(title)}</text>',
+        f'<text x="{_PAD}" y="18" style="font-size:13px;font-weight:600">{escape(shown)}</text>',
     ]
-    for t in ticks:
-        out.append(f'<line x1="{LEFT - 4}" x2="{W - RIGHT}" y1="{y(t):.1f}" y2="{y(t):.1f}" stroke="#eee"/>')
-        out.append(f'<text x="{LEFT - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{_fmt(t)}</text>')
-    out.append(f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{TOP + ph}" stroke="#333"/>')
-    out.append(f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{TOP + ph}" y2="{TOP + ph}" stroke="#333"/>')
     if s.threshold is not None:
-        ty = y(s.threshold)
-        out.append(f'<line x1="{LEFT}" x2="{W - RIGHT}" y1="{ty:.1f}" y2="{ty:.1f}" stroke="#c62828" stroke-dasharray="6 4"/>')
-        out.append(f'<text x="{W - RIGHT}" y="{ty - 4:.1f}" text-anchor="end" style="fill:#c62828">threshold {_fmt(s.threshold)}</text>')
-    for i, (label, e) in enumerate(s.points):
+        out.append(f'<line class="legend" x1="{LEFT}" x2="{LEFT + 22}" y1="32" y2="32" stroke="#c62828" stroke-dasharray="6 4"/>')
+        out.append(f'<text x="{LEFT + 28}" y="36" style="fill:#c62828">threshold {_fmt(s.threshold)}</text>')
+    for t in ticks:
+        out.append(f'<line class="grid" x1="{LEFT}" x2="{LEFT + pw:.1f}" y1="{y(t):.1f}" y2="{y(t):.1f}" stroke="#eee"/>')
+        out.append(f'<line x1="{LEFT - 4}" x2="{LEFT}" y1="{y(t):.1f}" y2="{y(t):.1f}" stroke="#333"/>')
+        out.append(f'<text x="{LEFT - 7}" y="{y(t) + 4:.1f}" text-anchor="end">{_fmt(t)}</text>')
+    out.append(f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{base}" stroke="#333"/>')
+    out.append(f'<line x1="{LEFT}" x2="{LEFT + pw:.1f}" y1="{base}" y2="{base}" stroke="#333"/>')
+    if ty is not None:
+        out.append(f'<line x1="{LEFT}" x2="{LEFT + pw:.1f}" y1="{ty:.1f}" y2="{ty:.1f}" stroke="#c62828" stroke-dasharray="6 4"/>')
+    for i, ((label, e), value) in enumerate(zip(s.points, values, strict=True)):
         cx = LEFT + slot * (i + 0.5)
-        out.append(f'<text x="{cx:.1f}" y="{TOP + ph + 16}" text-anchor="middle">{escape(label)}</text>')
+        lines = _wrap(label, slot - 4)
+        spans = "".join(f'<tspan x="{cx:.1f}" y="{base + 15 + 13 * k}">{escape(t)}</tspan>' for k, t in enumerate(lines))
+        out.append(f'<text text-anchor="middle">{spans}<title>{escape(label)}</title></text>')
         if e.value is None:
-            out.append(f'<text x="{cx:.1f}" y="{TOP + ph - 6}" text-anchor="middle">n/a</text>')
+            out.append(f'<text x="{cx:.1f}" y="{lane(TOP + ph / 2, True) + 4:.1f}" text-anchor="middle">n/a</text>')
             continue
         lo, hi = e.ci[:2] if e.ci and len(e.ci) >= 2 else (None, None)
         if lo is not None and hi is not None:
@@ -139,8 +216,9 @@ def _svg(s: FamilySeries, metric: str, top: float, ticks: list[float]) -> str:
                 for v in (lo, hi)
             )
         out.append(f'<circle cx="{cx:.1f}" cy="{y(e.value):.1f}" r="4.5" fill="#1f3b5c"/>')
-        out.append(f'<text x="{cx + 9:.1f}" y="{y(e.value) + 4:.1f}">{_fmt(e.value)}</text>')
-    out.append(f'<text x="{LEFT + pw / 2:.1f}" y="{H - 8}" text-anchor="middle">slice</text>')
+        above = s.threshold is None or e.value >= s.threshold
+        out.append(f'<text x="{cx + _VALUE_DX:.1f}" y="{lane(y(e.value), above) + 4:.1f}">{value}</text>')
+    out.append(f'<text x="{LEFT + pw / 2:.1f}" y="{H - 6}" text-anchor="middle">slice</text>')
     out.append("</svg>")
     return "\n".join(out)
 

@@ -6,7 +6,9 @@
 // `mermaid` renders every block with the pinned mermaid library (loaded from node_modules, never the network)
 // and returns, per block, whether it rendered (an <svg>, no mermaid error) and the bounding box of every bar.
 // `page` opens a file with every request intercepted and returns console errors, page errors and every request
-// other than the page itself (a self-contained page makes none).
+// other than the page itself (a self-contained page makes none), and, per inline <svg> chart, the page box of every
+// text label and every mark (lines, circles, rects, paths; a stroked shape's box grows by half its stroke width;
+// shapes of class `grid` are background, not marks). The charts alone are also shot to SHOT-charts.png.
 // The browser is $CHROME_PATH or /usr/bin/chromium.
 import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -81,7 +83,24 @@ async function openPage(page) {
     svgs: document.querySelectorAll("svg").length,
     text: document.body.innerText,
     scripts: document.querySelectorAll("script").length,
+    charts: [...document.querySelectorAll("svg")].map((svg) => {
+      const box = (b, grow = 0) => ({ x: b.x - grow, y: b.y - grow, width: b.width + 2 * grow, height: b.height + 2 * grow });
+      const labels = [...svg.querySelectorAll("text")].map((t) => ({
+        text: [...t.childNodes].filter((c) => c.nodeName !== "title").map((c) => c.textContent).join("\n"),
+        ...box(t.getBoundingClientRect()),
+      }));
+      const marks = [...svg.querySelectorAll("line, circle, ellipse, rect, path, polyline, polygon")]
+        .filter((m) => !m.classList.contains("grid"))
+        .map((m) => {
+          const style = getComputedStyle(m);
+          const grow = style.stroke === "none" ? 0 : parseFloat(style.strokeWidth) / 2;
+          return { tag: m.tagName, ...box(m.getBoundingClientRect(), grow) };
+        });
+      return { label: svg.getAttribute("aria-label"), ...box(svg.getBoundingClientRect()), labels, marks };
+    }),
   }));
+  const charts = await page.$(".charts");
+  if (charts && shotPath) await charts.screenshot({ path: shotPath.replace(/\.png$/, "-charts.png") });
   return { requests, console_errors: consoleErrors, page_errors: pageErrors, ...info };
 }
 
