@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from fairness._util.errors import FairnessError
+from fairness._util.files import write_atomic
 from fairness.audit._diff import DiffResult, RegressionCheck, diff_md
 from fairness.audit._gate import State, exit_code, overall_state
 from fairness.recordings import _git
-from fairness.recordings._store import MANIFEST, Manifest, read_manifest, write_atomic
+from fairness.recordings._store import MANIFEST, Manifest, read_manifest
 from fairness.report._render import ICONS, cap_summary
 from fairness.suite._suite import BUILTIN_SUITES, Suite, load_suite
 
