@@ -3,14 +3,14 @@
 suite → generate | replay → score → metrics → stats → gate → report, one sub-package per
 stage (see docs/architecture.md). The names below are the supported API; everything under a
 leading underscore may move. Stages that need numpy load on first use, so `import fairness`
-stays cheap; the `TYPE_CHECKING` block shows type checkers the real imports.
+stays cheap; the `TYPE_CHECKING` block shows type checkers the real imports. `fairness.audit`
+and `fairness.generate` are the stage packages; their functions are `fairness.audit.audit` and
+`fairness.generate.generate` (the main jobs are `run_audit` and `run_generate`).
 """
 
 from __future__ import annotations
 
-import sys
 from importlib import import_module
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from fairness._util.errors import FairnessError
@@ -19,8 +19,8 @@ from fairness.recordings._record import Recording
 from fairness.suite import Case, DecisionRule, SamplingParams, Suite, load_suite, parse_suite
 
 if TYPE_CHECKING:
-    from fairness.audit import AuditOptions, FairnessRun, audit, check_state, diff_runs, exit_code
-    from fairness.generate import EngineOptions, generate, run_generate
+    from fairness.audit import AuditOptions, FairnessRun, check_state, diff_runs, exit_code
+    from fairness.generate import EngineOptions, run_generate
     from fairness.pipeline import RunOptions, RunOutputs, run_audit
     from fairness.recordings import Manifest, ModelInfo, RecordingSet, ReplayProvider, content_key, merge_recordings
     from fairness.score import ScoreTable, score_texts
@@ -28,12 +28,10 @@ if TYPE_CHECKING:
 _LAZY = {
     "AuditOptions": "fairness.audit",
     "FairnessRun": "fairness.audit",
-    "audit": "fairness.audit",
     "check_state": "fairness.audit",
     "diff_runs": "fairness.audit",
     "exit_code": "fairness.audit",
     "EngineOptions": "fairness.generate",
-    "generate": "fairness.generate",
     "run_generate": "fairness.generate",
     "RunOptions": "fairness.pipeline",
     "RunOutputs": "fairness.pipeline",
@@ -66,12 +64,10 @@ __all__ = [
     "ScoreTable",
     "Suite",
     "__version__",
-    "audit",
     "check_state",
     "content_key",
     "diff_runs",
     "exit_code",
-    "generate",
     "load_suite",
     "merge_recordings",
     "parse_suite",
@@ -86,20 +82,3 @@ def __getattr__(name: str) -> Any:
         return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'fairness' has no attribute {name!r}")
 
-
-class _Facade(ModuleType):
-    """`fairness.audit` and `fairness.generate` are the API's functions, not the stage packages.
-
-    Importing a sub-package binds it as an attribute of its parent; that would shadow the
-    function of the same name (`fairness.audit(...)` would then be a module). The stage
-    packages stay importable by their full names (`from fairness.audit import ...`).
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _SHADOWED and isinstance(value, ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-_SHADOWED = ("audit", "generate")
-sys.modules[__name__].__class__ = _Facade

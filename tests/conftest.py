@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from fairness._util.canonical import sha256_file
+from fairness._util.files import write_atomic
 from fairness.recordings._record import Recording
 from fairness.recordings._store import (
     RECORDS,
@@ -23,7 +24,6 @@ from fairness.recordings._store import (
     content_key,
     grid_hash,
     record_line,
-    write_atomic,
     write_manifest,
 )
 from fairness.suite._case import Case

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from conftest import DEFAULT_RECORDINGS, REPO
 
-import fairness
+import fairness.audit
+import fairness.generate
 from fairness import AuditOptions, FairnessError
 from fairness.cli import main
 from fairness.recordings._store import RecordingSet, ReplayProvider
@@ -52,7 +54,15 @@ class TestAuditOptions:
         cases = default_suite.expand()
         recs = ReplayProvider(RecordingSet(DEFAULT_RECORDINGS), default_suite.system_prompt).replay(cases)
         with pytest.raises(FairnessError, match=r"^`threshold` must be in \[0, 1\] for the rate metric `stereotype_kw_rate`, got 1.5$"):
-            fairness.audit(default_suite, cases, recs, RecordingSet(DEFAULT_RECORDINGS).manifest, AuditOptions(threshold=1.5))
+            fairness.audit.audit(default_suite, cases, recs, RecordingSet(DEFAULT_RECORDINGS).manifest, AuditOptions(threshold=1.5))
+
+
+
+def test_the_stage_packages_are_not_shadowed_by_their_functions():
+    assert isinstance(fairness.audit, ModuleType) and isinstance(fairness.generate, ModuleType)
+    assert callable(fairness.audit.audit) and callable(fairness.generate.generate)
+    assert callable(fairness.run_audit) and callable(fairness.run_generate)
+    assert {"audit", "generate"}.isdisjoint(fairness.__all__)
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +74,7 @@ def replayed(default_suite):
 
 class TestRowIdJoin:
     def _results(self, suite, cases, recs, manifest) -> str:
-        run, _ = fairness.audit(suite, cases, recs, manifest, FAST)
+        run, _ = fairness.audit.audit(suite, cases, recs, manifest, FAST)
         return results_json(run)
 
     def test_shuffled_and_reversed_recordings_give_identical_results(self, default_suite, replayed):
@@ -79,17 +89,17 @@ class TestRowIdJoin:
         cases, recs, manifest = replayed
         short = recs[:10] + recs[15:]
         with pytest.raises(FairnessError, match=rf"^grid row `{cases[10].row_id}` has no recording$"):
-            fairness.audit(default_suite, cases, short, manifest, FAST)
+            fairness.audit.audit(default_suite, cases, short, manifest, FAST)
 
     def test_a_record_without_a_grid_row_is_named(self, default_suite, replayed):
         cases, recs, manifest = replayed
         with pytest.raises(FairnessError, match=rf"^recording `{recs[3].row_id}` has no row in the grid$"):
-            fairness.audit(default_suite, cases[:3] + cases[4:], recs, manifest, FAST)
+            fairness.audit.audit(default_suite, cases[:3] + cases[4:], recs, manifest, FAST)
 
     def test_a_row_recorded_twice_is_named(self, default_suite, replayed):
         cases, recs, manifest = replayed
         with pytest.raises(FairnessError, match=rf"^row `{recs[0].row_id}` is recorded twice$"):
-            fairness.audit(default_suite, cases, [*recs, recs[0]], manifest, FAST)
+            fairness.audit.audit(default_suite, cases, [*recs, recs[0]], manifest, FAST)
 
 
 class TestSchemas:

@@ -16,9 +16,9 @@ import pytest
 import scipy.stats
 
 from fairness.audit import _permutation
-from fairness.audit._cells import CellTable, build_cells, scope_cells, slice_table_cells, variance_shares_cells
-from fairness.audit._metrics import build_design, metric_matrix, scopes, slice_table
-from fairness.audit._permutation import permutation_pvalues_cells, permuted_slice_sums
+from fairness.audit._cells import CellTable, build_cells, slice_table_cells, variance_shares_cells
+from fairness.audit._metrics import Design, Scope, SliceTable, build_design, metric_matrix, scope_masks
+from fairness.audit._permutation import _deal, _plan, _Streams, permutation_pvalues_cells
 from fairness.recordings._store import RecordingSet, ReplayProvider
 from fairness.score._catalog import METRICS
 from fairness.score._rubric import score_texts
@@ -35,6 +35,22 @@ def _counts(values_by_slice: list[list[float]]) -> tuple[np.ndarray, np.ndarray]
     levels = np.unique(np.concatenate([np.asarray(v, dtype=float) for v in values_by_slice]))
     counts = np.array([[[list(v).count(x) for x in levels] for v in values_by_slice]], dtype=np.int64)
     return levels, counts
+
+
+def permuted_slice_sums(levels: np.ndarray, counts: np.ndarray, P: int, rng: np.random.Generator) -> np.ndarray:
+    """(P × C × S) slice totals of the metric after a random relabelling within each cell, each
+    cell its own group: the audit's sampler, cell by cell.
+
+    `levels` (V,) are the metric's distinct values, `counts` (C × S × V) how often each
+    occurs per cell and slice.
+    """
+    C, S, V = counts.shape
+    if C == 0 or S == 0 or V == 0:
+        return np.zeros((P, C, S))
+    if V == 1:
+        return np.broadcast_to(levels[0] * counts[:, :, 0], (P, C, S)).astype(np.float64)
+    plan = _plan(levels, counts, np.arange(C), C, P)
+    return _deal(plan, _Streams([rng], [P]), P).transpose(2, 1, 0) + plan.last * plan.n
 
 
 def _exact_sums(values_by_slice: list[list[float]]) -> Counter:
@@ -303,6 +319,30 @@ def _previous_pvalues(table, metrics, cell_group, G, P, seed):
         p_g[:, j] = np.where(np.isnan(obs_g), np.nan, (1 + ex_g) / (P + 1))
         p_all[j] = np.nan if np.isnan(obs_p) else (1 + ex_p) / (P + 1)
     return p_g, p_all
+
+
+def scopes(design: Design, max_depth: int | None = None) -> list[Scope]:
+    """Reference: the scopes as masks over the rows."""
+    codes = {name: f.codes for name, f in design.factors.items()}
+    return scope_masks(design, np.ones(design.n, dtype=bool), codes, max_depth)
+
+
+def slice_table(design: Design, Y: np.ndarray, scope: Scope) -> SliceTable:
+    """Reference: a scope's per-slice row counts and sums, from its rows."""
+    S = len(design.slices)
+    codes = design.slice_codes[scope.mask]
+    n = np.bincount(codes, minlength=S).astype(np.float64)
+    onehot = np.zeros((len(codes), S))
+    onehot[np.arange(len(codes)), codes] = 1.0
+    return SliceTable(scope, n, onehot.T @ Y[scope.mask])
+
+
+def scope_cells(design: Design, table: CellTable, scope: Scope) -> np.ndarray:
+    """The cells of a row scope (its conditions name cell-level factors only)."""
+    mask = table.n.sum(axis=1) > 0
+    for name, level in scope.conditions:
+        mask &= table.cell_codes[name] == design.factors[name].levels.index(level)
+    return mask
 
 
 def _row_variance_shares(design, y):

@@ -17,12 +17,21 @@ from pathlib import Path
 import pytest
 import yaml
 from test_action import parse_output_file, workflow_commands
-from test_baseline_ref import SUITE, clean, commit, record, regressed, repo, run, write_suite  # noqa: F401 (fixture)
+from test_baseline_ref import clean, commit, git, record, regressed, run, write_suite
 
 from fairness.action import _main as _action
 from fairness.audit._gate import ACTION_FAIL_ON, DEFAULT_FAIL_ON, FAIL_ON_CHOICES, decide, exit_code
 from fairness.audit._options import AuditOptions
 from fairness.cli import _main as cli
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q")
+    monkeypatch.chdir(root)
+    return root
+
 
 HEAD_WORDS = ("the evidence does not settle a decision rule either way (0/1 rule checks beyond the threshold at the "
               "point estimate; 0 with confidence); see “How many more seeds would settle it”")

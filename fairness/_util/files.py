@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from fairness._util.errors import FairnessError
 
@@ -172,6 +172,35 @@ def write_error(out: Path, exc: OSError) -> FairnessError:
     if exc.errno == errno.ENOSPC:
         reason = "no space left on device"
     return FairnessError(f"cannot write the outputs to `{out}`: {reason}; nothing in `{out}` was changed")
+
+
+def write_atomic(path: Path, text: str | TextIO) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a file.
+
+    `text` is the content, or an open text file to copy from its current position (a
+    streamed output that was never held in memory)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            if isinstance(text, str):
+                fh.write(text)
+            elif hasattr(text, "buffer") and str(getattr(text, "encoding", "")).lower() in ("utf-8", "utf8"):
+                # a UTF-8 text file: copy its bytes, no decode and re-encode
+                fh.flush()
+                shutil.copyfileobj(text.buffer, fh.buffer, 1 << 20)
+            else:
+                shutil.copyfileobj(text, fh, 1 << 20)
+            fh.flush()
+            os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 @contextlib.contextmanager

@@ -243,7 +243,7 @@ def write_payload(out_dir: Path, markdown: str, env: Mapping[str, str], tag: str
         pr = _pull_request(env.get("GITHUB_EVENT_PATH"))
     except CommentSkipped:
         return None
-    from fairness.recordings._store import write_atomic
+    from fairness._util.files import write_atomic
 
     payload = {
         "pr": pr["number"],

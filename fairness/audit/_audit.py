@@ -15,10 +15,10 @@ from fairness._util.canonical import json_number
 from fairness._version import __version__
 from fairness.audit._cells import CellTable, build_cells, cell_scopes, slice_table_cells, variance_shares_cells
 from fairness.audit._gate import check_state, decide, head_verdict, overall_state
-from fairness.audit._interval import Interval
 from fairness.audit._intervals import (
     ESTIMAND,
     CellCounts,
+    Interval,
     SliceBounds,
     detectable,
     holm_levels,

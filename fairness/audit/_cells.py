@@ -145,13 +145,6 @@ class CellTable:
     def n_rows(self) -> int:
         return int(self.n.sum())
 
-    def cells_of(self, conditions: tuple[tuple[str, int], ...]) -> np.ndarray:
-        """Boolean cell mask of the cells whose factor levels match every (factor, level code)."""
-        mask = np.ones(self.n_cells, dtype=bool)
-        for name, code in conditions:
-            mask &= self.cell_codes[name] == code
-        return mask & (self.n.sum(axis=1) > 0)
-
 
 def build_cells(design: Design, Y: np.ndarray, histogram_metrics: tuple[int, ...] = (), chunk: int = 10_000,
                 empty: np.ndarray | None = None) -> CellTable:
@@ -163,12 +156,6 @@ def build_cells(design: Design, Y: np.ndarray, histogram_metrics: tuple[int, ...
         sl = slice(start, start + chunk)
         table.add(design.cluster[sl], design.slice_codes[sl], seed[sl], Y[sl], None if empty is None else empty[sl])
     return table
-
-
-def scope_cells(design: Design, table: CellTable, scope: Scope) -> np.ndarray:
-    """The scope's cells (a scope's conditions name cell-level factors only)."""
-    conds = tuple((name, design.factors[name].levels.index(level)) for name, level in scope.conditions)
-    return table.cells_of(conds)
 
 
 def slice_table_cells(table: CellTable, scope: Scope, cells: np.ndarray) -> SliceTable:
@@ -303,6 +290,6 @@ def _with_seed(design: Design) -> Design:
 
 
 def cell_scopes(design: Design, table: CellTable, max_depth: int | None = None) -> list[Scope]:
-    """`fairness.audit._metrics.scopes` on cells: same scopes, same order, but each
-    `Scope.mask` is a mask over the table's cells (scopes are unions of cells)."""
+    """The scopes (`fairness.audit._metrics.scope_masks`) over the table's cells: each
+    `Scope.mask` is a mask over the cells (scopes are unions of cells)."""
     return scope_masks(design, table.n.sum(axis=1) > 0, table.cell_codes, max_depth)

@@ -96,17 +96,12 @@ class Scope:
         return len(self.conditions)
 
 
-def scopes(design: Design, max_depth: int | None = None) -> list[Scope]:
-    """Every combination of scope factors: overall, each factor, each pair, … up to `max_depth`."""
-    codes = {name: f.codes for name, f in design.factors.items()}
-    return scope_masks(design, np.ones(design.n, dtype=bool), codes, max_depth)
-
-
 def scope_masks(
     design: Design, base: np.ndarray, codes: Mapping[str, np.ndarray], max_depth: int | None = None
 ) -> list[Scope]:
-    """The scopes of `scopes`, in the same order, as masks over whatever units `base` and `codes`
-    index (rows, or template cells in `fairness.audit._cells`): `base` marks the units that count,
+    """Every combination of scope factors (overall, each factor, each pair, … up to `max_depth`) as
+    masks over whatever units `base` and `codes` index (rows, or template cells in
+    `fairness.audit._cells`): `base` marks the units that count,
     `codes[factor]` gives each unit's level; a scope with no unit left out of `base` is skipped."""
     out = [Scope("overall", (), base)]
     names = design.scope_factors
@@ -144,15 +139,6 @@ class SliceTable:
     def values(self) -> np.ndarray:
         with np.errstate(invalid="ignore", divide="ignore"):
             return self.sums / self.n[:, None]
-
-
-def slice_table(design: Design, Y: np.ndarray, scope: Scope) -> SliceTable:
-    S = len(design.slices)
-    codes = design.slice_codes[scope.mask]
-    n = np.bincount(codes, minlength=S).astype(np.float64)
-    onehot = np.zeros((len(codes), S))
-    onehot[np.arange(len(codes)), codes] = 1.0
-    return SliceTable(scope, n, onehot.T @ Y[scope.mask])
 
 
 def slice_gap(values: np.ndarray, *, min_finite: int = 1) -> np.ndarray:

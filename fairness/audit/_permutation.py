@@ -463,22 +463,6 @@ def _deal(plan: _Plan, streams: _Streams, p: int) -> np.ndarray:
     return out
 
 
-def permuted_slice_sums(levels: np.ndarray, counts: np.ndarray, P: int, rng: np.random.Generator) -> np.ndarray:
-    """(P × C × S) slice totals of the metric after a random relabelling within each cell.
-
-    `levels` (V,) are the metric's distinct values, `counts` (C × S × V) how often each
-    occurs per cell and slice. Exact: each draw is a uniformly random within-cell
-    permutation's slice totals.
-    """
-    C, S, V = counts.shape
-    if C == 0 or S == 0 or V == 0:
-        return np.zeros((P, C, S))
-    if V == 1:
-        return np.broadcast_to(levels[0] * counts[:, :, 0], (P, C, S)).astype(np.float64)
-    plan = _plan(levels, counts, np.arange(C), C, P)  # each cell its own group
-    return _deal(plan, _Streams([rng], [P]), P).transpose(2, 1, 0) + plan.last * plan.n
-
-
 def _gaps(sums: np.ndarray, n: np.ndarray) -> np.ndarray:
     """max − min over the last axis of sums / n (NaN-aware: empty slices are skipped)."""
     with np.errstate(invalid="ignore", divide="ignore"):

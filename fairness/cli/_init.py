@@ -243,7 +243,7 @@ def cmd_init(args) -> int:
         for rel in p.files:
             if (root / rel).exists():
                 raise FairnessError(f"`{root / rel}` already exists; pass --force to overwrite it")
-    from fairness.recordings._store import write_atomic
+    from fairness._util.files import write_atomic
 
     for rel, text in p.files.items():
         write_atomic(root / rel, text)

@@ -204,7 +204,7 @@ def grid_rows(suite) -> list[dict]:
 
 def _emit(text: str, output: str | None) -> None:
     if output:
-        from fairness.recordings._store import write_atomic
+        from fairness._util.files import write_atomic
 
         try:
             write_atomic(Path(output), text)

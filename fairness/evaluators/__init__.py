@@ -14,7 +14,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fairness.audit._interval import Interval
+    from fairness.audit._intervals import Interval
     from fairness.evaluators._inputs import Sample
     from fairness.evaluators._resample import GroupRates
     from fairness.evaluators.bbq import (
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "Sample": "fairness.evaluators._inputs",
     "GroupRates": "fairness.evaluators._resample",
-    "Interval": "fairness.audit._interval",
+    "Interval": "fairness.audit._intervals",
     "BbqItem": "fairness.evaluators.bbq",
     "BbqReport": "fairness.evaluators.bbq",
     "BbqScores": "fairness.evaluators.bbq",

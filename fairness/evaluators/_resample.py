@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fairness._util.errors import FairnessError
-from fairness.audit._interval import Interval
+from fairness.audit._intervals import Interval
 from fairness.audit._metrics import slice_gap
 from fairness.audit._stats import bootstrap_weights
 

@@ -47,7 +47,7 @@ from pydantic import ValidationError
 from fairness._util.errors import FairnessError, validation_message
 from fairness._util.files import MAX_RECORDS_BYTES, read_text_capped
 from fairness._util.models import Frozen
-from fairness.audit._interval import Interval
+from fairness.audit._intervals import Interval
 from fairness.evaluators._resample import check_iv, cluster_sums, encode, percentile, ratio, weights
 from fairness.evaluators._text import normalise
 

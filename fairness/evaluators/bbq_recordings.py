@@ -31,10 +31,10 @@ from pydantic import ValidationError
 
 from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError, validation_message
-from fairness._util.files import MAX_RECORDS_BYTES, loads_json, read_text_capped
+from fairness._util.files import MAX_RECORDS_BYTES, loads_json, read_text_capped, write_atomic
 from fairness._util.models import Frozen
 from fairness.evaluators.bbq import PROMPT_VERSION, BbqItem, bbq_prompt, load_bbq
-from fairness.recordings._store import BackendInfo, DataFile, ModelInfo, content_key, today, verify_files, write_atomic
+from fairness.recordings._store import BackendInfo, DataFile, ModelInfo, content_key, today, verify_files
 from fairness.suite._case import Case, SamplingParams
 
 MANIFEST = "manifest.json"

@@ -40,7 +40,7 @@ from typing import Literal
 import numpy as np
 
 from fairness._util.errors import FairnessError
-from fairness.audit._interval import Interval
+from fairness.audit._intervals import Interval
 from fairness.evaluators._inputs import Data, Sample, as_samples, group_terms
 from fairness.evaluators._resample import check_iv, cluster_sums, encode, percentile, ratio, weights
 from fairness.evaluators._text import masker, words

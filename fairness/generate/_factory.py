@@ -16,6 +16,7 @@ from fairness.recordings._store import ModelInfo
 
 if TYPE_CHECKING:
     from fairness.generate._loop import GenerateReport
+    from fairness.generate.engines.hosted import HostedEngine
 
 TEST_MODEL_NOTE = (
     "These are the outputs of the small test model {hub} ({file}), run on the CPU so that CI "
@@ -27,8 +28,6 @@ TEST_MODEL_NOTE = (
 def make_engine(args: EngineOptions) -> tuple[Engine, ModelInfo]:
     """The engine `args` names and the `ModelInfo` its recordings will carry."""
     if args.engine in ("openai", "anthropic"):
-        from fairness.generate.engines.hosted import make_hosted_engine
-
         return make_hosted_engine(args)
     name = args.model
     known = _models.KNOWN_MODELS.get(name)
@@ -62,6 +61,27 @@ def make_engine(args: EngineOptions) -> tuple[Engine, ModelInfo]:
         commit, files = pinned_weights(source, args.revision, gguf)
         return tf_engine, model.model_copy(update={"revision": commit, "weights": files})
     raise FairnessError(f"unknown engine `{args.engine}`")
+
+
+def make_hosted_engine(args: EngineOptions) -> tuple[HostedEngine, ModelInfo]:
+    """Engine and recorded `ModelInfo` for `--engine openai|anthropic`."""
+    from fairness.generate.engines.hosted import effective_config, hosted_model_info, resolve_api_key
+
+    cfg = effective_config(args)
+    key = resolve_api_key(args.engine, cfg)
+    cls: type[HostedEngine]
+    if args.engine == "openai":
+        from fairness.generate.engines.openai_engine import OpenAIEngine
+
+        cls = OpenAIEngine
+    elif args.engine == "anthropic":
+        from fairness.generate.engines.anthropic_engine import AnthropicEngine
+
+        cls = AnthropicEngine
+    else:
+        raise FairnessError(f"unknown hosted engine `{args.engine}`")
+    engine = cls(args.model, cfg, key)
+    return engine, hosted_model_info(args, engine.base_url)
 
 
 def _model_info(args: EngineOptions, path: Path | None, known: ModelFile | None, default_id: str | None = None) -> ModelInfo:

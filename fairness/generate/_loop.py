@@ -16,7 +16,7 @@ from typing import Any
 
 from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError, LiveGenerationRefused
-from fairness._util.files import check_output_dir
+from fairness._util.files import check_output_dir, write_atomic
 from fairness.recordings._record import Recording
 from fairness.recordings._store import (
     MANIFEST,
@@ -30,7 +30,6 @@ from fairness.recordings._store import (
     grid_hash,
     read_manifest,
     today,
-    write_atomic,
     write_manifest,
 )
 from fairness.suite._case import Case

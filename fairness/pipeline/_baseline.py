@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from fairness._util.errors import FairnessError
+from fairness._util.files import write_atomic
 from fairness.audit._diff import DiffResult, diff_md, diff_sides, load_side, read_results
 from fairness.audit._results import Comparison
 from fairness.recordings import _git
-from fairness.recordings._store import MANIFEST, Manifest, read_manifest, write_atomic
+from fairness.recordings._store import MANIFEST, Manifest, read_manifest
 from fairness.suite._rules import DecisionRule
 from fairness.suite._suite import BUILTIN_SUITES, Suite, load_suite
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fairness._util.files import check_output_dir, staged_outputs
+from fairness._util.files import check_output_dir, staged_outputs, write_atomic
 from fairness.audit._diff import DiffResult, diff_md, diff_runs
 from fairness.audit._options import AuditOptions
-from fairness.recordings._store import write_atomic
 from fairness.suite._suite import load_suite
 
 

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fairness._util.errors import FairnessError
+from fairness._util.files import write_atomic
 from fairness.audit._audit import AuditOptions
-from fairness.recordings._store import MANIFEST, Manifest, merge_recordings, read_manifest, write_atomic
+from fairness.recordings._store import MANIFEST, Manifest, merge_recordings, read_manifest
 from fairness.suite._suite import load_suite
 
 CONTAINER_MARKERS = ("/.dockerenv", "/run/.containerenv")

@@ -22,7 +22,7 @@ import pydantic_core
 
 from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
-from fairness._util.files import check_output_dir, check_output_file, staged_outputs, write_error
+from fairness._util.files import check_output_dir, check_output_file, staged_outputs, write_atomic, write_error
 from fairness.audit._audit import FairnessRun, audit, audit_cells
 from fairness.audit._diff import diff_md
 from fairness.audit._gate import with_regressions
@@ -31,7 +31,7 @@ from fairness.evaluators._inputs import Sample, record_sample
 from fairness.pipeline._options import RunOptions
 from fairness.pipeline._stream import NotStreamable, stream_cells
 from fairness.recordings._record import join_rows
-from fairness.recordings._store import MANIFEST, RecordingSet, ReplayProvider, read_manifest, verify_files, write_atomic
+from fairness.recordings._store import MANIFEST, RecordingSet, ReplayProvider, read_manifest, verify_files
 from fairness.report._html import card_html
 from fairness.report._junit import junit_xml
 from fairness.report._render import card, card_md, card_yaml, results_json, summary_md

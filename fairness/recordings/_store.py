@@ -20,19 +20,17 @@ import hashlib
 import itertools
 import json
 import os
-import shutil
-import tempfile
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from pydantic import Field, ValidationError
 from pydantic_core import SchemaValidator
 
 from fairness._util.canonical import canonical_json, sha256_file, sha256_text
 from fairness._util.errors import FairnessError, validation_message
-from fairness._util.files import MAX_RECORDS_BYTES, decode_utf8
+from fairness._util.files import MAX_RECORDS_BYTES, decode_utf8, write_atomic
 from fairness._util.io import load_json
 from fairness._util.models import Strict
 from fairness.recordings._record import Recording
@@ -257,35 +255,6 @@ class Manifest(Strict):
 
 def today() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def write_atomic(path: Path, text: str | TextIO) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a file.
-
-    `text` is the content, or an open text file to copy from its current position (a
-    streamed output that was never held in memory)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            if isinstance(text, str):
-                fh.write(text)
-            elif hasattr(text, "buffer") and str(getattr(text, "encoding", "")).lower() in ("utf-8", "utf8"):
-                # a UTF-8 text file: copy its bytes, no decode and re-encode
-                fh.flush()
-                shutil.copyfileobj(text.buffer, fh.buffer, 1 << 20)
-            else:
-                shutil.copyfileobj(text, fh, 1 << 20)
-            fh.flush()
-            os.fsync(fh.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def read_manifest(directory: Path) -> Manifest:

@@ -396,25 +396,6 @@ def _version(package: str) -> str:
 # -- construction ----------------------------------------------------------------------------
 
 
-def make_hosted_engine(args: EngineOptions, **engine_kwargs: Any) -> tuple[HostedEngine, ModelInfo]:
-    """Engine and recorded `ModelInfo` for `--engine openai|anthropic`."""
-    cfg = effective_config(args)
-    key = resolve_api_key(args.engine, cfg)
-    cls: type[HostedEngine]
-    if args.engine == "openai":
-        from fairness.generate.engines.openai_engine import OpenAIEngine
-
-        cls = OpenAIEngine
-    elif args.engine == "anthropic":
-        from fairness.generate.engines.anthropic_engine import AnthropicEngine
-
-        cls = AnthropicEngine
-    else:
-        raise FairnessError(f"unknown hosted engine `{args.engine}`")
-    engine = cls(args.model, cfg, key, **engine_kwargs)
-    return engine, hosted_model_info(args, engine.base_url)
-
-
 def hosted_model_id(args: EngineOptions) -> str:
     """The id in content keys: `--model-id`, else the provider's model name."""
     return args.model_id or args.model
