@@ -24,6 +24,7 @@ from fairness.audit._gate import ACTION_FAIL_ON, DEFAULT_FAIL_ON, FAIL_ON_CHOICE
 from fairness.audit._options import AuditOptions
 from fairness.cli import _main as cli
 
+
 @pytest.fixture
 def repo(tmp_path, monkeypatch) -> Path:
     root = tmp_path / "repo"
