@@ -104,6 +104,7 @@ def test_confident_regression_fails_a_passing_head_and_leads_the_summary(repo, c
     commit(repo, "head")
 
     assert run() == 0  # on its own the head passes: 0.5 < 0.75, upper bound 0.728 (design effect 2: seed 1 fires in every cell)
+    capsys.readouterr()
     assert run("--baseline-ref", base) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[0] == (f"FAIL — a confident regression against commit `{base[:12]}` (1/1 regression checks beyond the "

@@ -551,11 +551,19 @@ def _stability(rule: DecisionRule, design: Design, cells: CellTable, specs: list
     for label, d in (("family", fam), ("paraphrase", par), ("decoding regime", reg)):
         if len(set(d.values())) > 1:
             depends.append(label)
-    tail = f"the verdict depends on the {', '.join(depends)}" if depends else "the verdict is stable across families, paraphrases and regimes"
-    summary = (
-        f"{rule.id}: flagged in {counts[0][0]}/{counts[0][1]} families, {counts[1][0]}/{counts[1][1]} paraphrases "
-        f"and {counts[2][0]}/{counts[2][1]} decoding regimes; {tail}"
-    )
+    checked = [label for label, d in (("families", fam), ("paraphrases", par), ("decoding regimes", reg)) if len(d) > 1]
+    if not any(n for _, n in counts):
+        summary = (f"{rule.id}: stability not checked — no family, paraphrase or decoding regime has enough rows "
+                   "(min_group_size) to evaluate the rule on its own")
+    else:
+        if depends:
+            tail = f"the verdict depends on the {', '.join(depends)}"
+        elif checked:
+            tail = f"the verdict is the same across the {', '.join(checked)} checked"
+        else:
+            tail = "one level of each factor could be checked, so stability is not established"
+        summary = (f"{rule.id}: flagged in {counts[0][0]}/{counts[0][1]} families, {counts[1][0]}/{counts[1][1]} paraphrases "
+                   f"and {counts[2][0]}/{counts[2][1]} decoding regimes; {tail}")
     return Stability(rule=rule.id, families=counts[0], paraphrases=counts[1], regimes=counts[2], by_family=fam, by_paraphrase=par, by_regime=reg, summary=summary)
 
 

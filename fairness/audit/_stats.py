@@ -2,9 +2,8 @@
 the coverage note and the default levels.
 
 The gate's intervals (exact, for the grid estimand, from per-cell counts) live in
-`fairness.audit._intervals`, the permutation test in `fairness.audit._permutation`. The former
-bootstrap/Wilson interval method is gone from the product; `benchmarks/stats_simulation.py` keeps
-a private copy as its reference.
+`fairness.audit._intervals`, the permutation test in `fairness.audit._permutation`;
+`benchmarks/stats_simulation.py` compares them with a Wilson/bootstrap reference it keeps itself.
 """
 
 from __future__ import annotations
@@ -16,11 +15,11 @@ COVERAGE_NOTE = (
     "5 seeds = 200 rows per slice; logit template effects per cell or crossed paraphrase x occupation, sd 0.5 and 1.0; "
     "base rates 0.01-0.25 with and without a 2x slice; 32 settings x 400 grids). Rate intervals: Korn-Graubard with "
     "the stratified design effect (template cells as strata), floored at 1; worst slice Sidak-split over slices. "
-    "Worst-slice coverage >= 0.965 and lower-end miss <= 0.025 in every setting (the former Wilson bounds missed up "
-    "to 0.048 at rate 0.01); gap coverage >= 0.978; the gap detects a 2x slice in 63-67% of grids at base 0.10 "
-    "(formerly 0-9%) and 28-31% at 0.05. Median worst-slice width 0.85x the former method's (0.55-1.04: narrower "
-    "under template effects, about equal at rates 0.01-0.05 where the exact bound costs what Wilson's "
-    "anti-conservative one saved), gap 0.66x. Gate at a true worst rate equal to the threshold (2,000 grids): false "
+    "Worst-slice coverage >= 0.965 and lower-end miss <= 0.025 in every setting (a Wilson bound misses up to 0.048 "
+    "at rate 0.01); gap coverage >= 0.978; the gap detects a 2x slice in 63-67% of grids at base 0.10 and 28-31% at "
+    "0.05. Median worst-slice width 0.85x a Wilson/cluster-bootstrap interval's (0.55-1.04: narrower under template "
+    "effects, about equal at rates 0.01-0.05 where the exact bound costs what Wilson's anti-conservative one "
+    "saves), gap 0.66x. Gate at a true worst rate equal to the threshold (2,000 grids): false "
     "fail 2.3% with one family, 1.8% with four. These intervals do not support claims about other templates "
     "(population estimand: worst-slice coverage down to 0.59 with crossed effects)."
 )
