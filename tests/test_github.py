@@ -168,6 +168,16 @@ def test_comment_refuses_a_next_link_off_the_api_host(artifact):
                                                  "leads off the API host (http://evil.example); the token is not sent there\n")
 
 
+def test_comment_refuses_a_redirect_off_the_api_host(artifact):
+    api = StandIn({("GET", COMMENTS): _fixed(302, b"", {"Location": f"http://evil.example{COMMENTS}"})})
+    try:
+        proc = _comment(api, artifact)
+    finally:
+        api.close()
+    assert (proc.returncode, proc.stderr) == (2, f"error: GitHub API GET {COMMENTS} answered HTTP 302\n")
+    assert len(api.calls) == 1
+
+
 @pytest.mark.parametrize(("body", "line"), [
     (["octocat"], "GitHub API GET /user: expected a JSON object, got an array"),
     ({"name": "Octo"}, "GitHub API GET /user: the answer has no `login` (a string)"),
