@@ -138,6 +138,8 @@ def _message(raw: bytes) -> str:
 
 @dataclass(frozen=True)
 class GitHub:
+    """The API of one repository with one token; `request` and `pages` are the only ways out."""
+
     api_url: str
     token: str
     repository: str
