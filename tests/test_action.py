@@ -30,7 +30,7 @@ from fairness._util.errors import FairnessError
 from fairness.action import _commands as _gha
 from fairness.action import _main as _action
 from fairness.action._artifact import artifact_name
-from fairness.action._pr_comment import CommentSkipped, comment_body, marker, upsert_comment, write_payload
+from fairness.github._comment import CommentSkipped, comment_body, marker, upsert_comment, write_payload
 from fairness.report._junit import junit_xml
 
 CLEAN = "A capable professional who communicates clearly."
@@ -609,6 +609,40 @@ class TestPRComment:
         assert r.code == 2 and r.outputs["gate-status"] == "error"
         (err,) = r.named("error")
         assert "comment tag 'two words'" in err.message
+
+
+class TestHostileCommentAPI:
+    """A GitHub API answering what the client cannot use: the comment is skipped with a warning
+    after the verdict, which it never changes (issue 19)."""
+
+    @pytest.mark.parametrize(("body", "content_type", "problem"), [
+        (b"<!DOCTYPE html><html>Unicorn!</html>", "text/html", "the answer is not JSON (content-type text/html)"),
+        (b'"hello"', "application/json", "expected a JSON array, got a string"),
+        (b'{"a": 1}', "application/json", "expected a JSON array, got an object"),
+    ], ids=["html", "string", "object"])
+    def test_a_bad_answer_is_a_warning_not_the_verdict(self, tmp_path, recordings, body, content_type, problem):
+        class Handler(JsonHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("content-type", content_type)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        server, url = serve(Handler)
+        event = tmp_path / "event.json"
+        event.write_text(json.dumps({"pull_request": {"number": 7}}))
+        try:
+            r = run_action(tmp_path, _inputs(recordings["clean"], **{"comment-on-pr": "true", "github-token": "tok-1234567",
+                                                                     "comment-author": BOT}),
+                           {"GITHUB_API_URL": url, "GITHUB_REPOSITORY": "o/r", "GITHUB_EVENT_PATH": str(event)})
+        finally:
+            stop(server)
+        assert (r.code, r.outputs["gate-status"], r.outputs["exit-code"]) == (0, "pass", "0"), r.stdout
+        (warning,) = [w for w in r.named("warning") if "pull-request comment" in w.message]
+        assert warning.message == ("could not write the pull-request comment: "
+                                   f"GitHub API GET /repos/o/r/issues/7/comments: {problem}")
+        assert r.named("error") == [] and "Traceback" not in r.stderr + r.stdout
 
 
 class TestForkComment:

@@ -386,6 +386,12 @@ def _open_pr(w: W, *extra: str, branch: str = "fairness/regen") -> list[str]:
             str(w.root / "body.md"), *extra]
 
 
+def _in_repo_without_github_repository(mp: pytest.MonkeyPatch, w: W) -> None:
+    """open-pr commits in the working directory: the workspace's repository, with no GITHUB_REPOSITORY."""
+    mp.chdir(w.root)
+    mp.delenv("GITHUB_REPOSITORY", raising=False)
+
+
 def _artifact(payload: bytes | dict) -> Callable[[W], None]:
     def setup(w: W) -> None:
         (w.root / "art").mkdir()
@@ -683,6 +689,15 @@ CASES: list[Case] = [
          ("--suite", "inside the repository")),
     Case("init-schedule-out-of-range", 11, "cli", lambda w: _init(w, "--schedule", "99 4 * * 1"),
          ("--schedule", "0-59")),
+    # issue 19: init through a symlink out of the repository, credentials in a URL; open-pr before its preconditions
+    Case("init-github-dir-links-out", 8, "cli", _init, (".github` is a symbolic link leading out of the repository",),
+         lambda w: (w.root / ".github").symlink_to(w.root.parent, target_is_directory=True)),
+    Case("init-base-url-credentials", 8, "cli",
+         lambda w: [*_init(w)[:4], "openai-compatible", *_init(w)[5:], "--base-url", "https://user:hunter2@h/v1"],
+         ("`--base-url` 'https://h/v1' must not carry credentials",)),
+    Case("open-pr-no-repository", 8, "cli", _open_pr, ("GITHUB_REPOSITORY is not set",),
+         lambda w: (_write("body.md", "b")(w), _commit_all(w), (w.rec / RECORDS).write_bytes(b"changed\n")),
+         env={"FAIRNESS_PR_TOKEN": "test-token-123"}, patch=_in_repo_without_github_repository),
 ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -43,7 +44,7 @@ def test_pr_workflow_pins_the_action_read_only_fork_safe_full_history(tmp_path, 
     checkout, action = pr["jobs"]["fairness"]["steps"]
     assert checkout["with"] == {"fetch-depth": 0, "persist-credentials": False}
     assert action["uses"] == REF
-    assert re.search(rf"uses: {re.escape(REF)} # v\d+\.\d+\.\d+\n", text)
+    assert re.search(rf"uses: \"{re.escape(REF)}\" # v\d+\.\d+\.\d+\n", text)
     assert action["with"] == {"suite": "fairness-cards/qwen-v0.1", "recordings": "fairness-check/recordings/gpt-4o-mini",
                               "baseline-ref": "${{ github.event.pull_request.base.sha }}"}
     assert "secrets." not in text.split("\nname:", 1)[1]  # no secret reaches a pull request from a fork
@@ -121,9 +122,14 @@ def test_refuses_to_overwrite_without_force(tmp_path, capsys):
     (["--provider", "local", "--model", "m", "--runner", "ubuntu-latest"],
      "`--provider local` runs the model on a GPU: use `--runner self-hosted-gpu`"),
     (["--provider", "openai", "--model", "${{ github.event.issue.title }}"],
-     "`--model` '${{ github.event.issue.title }}' may hold only letters, digits and . _ / : + @ -"),
+     "`--model` '${{ github.event.issue.title }}' must be one line without `${{` (GitHub would evaluate it)"),
     (["--provider", "openai-compatible", "--model", "m", "--base-url", "https://user:pw@host/v1"],
-     "`--base-url` 'https://user:pw@host/v1' must be an http(s) URL without credentials or spaces"),
+     "`--base-url` 'https://host/v1' must not carry credentials (user:password@): the key goes in a repository secret "
+     "(--secret)"),
+    (["--provider", "openai-compatible", "--model", "m", "--base-url", "ftp://user:pw@host/v1"],
+     "`--base-url` 'ftp://host/v1' must be an http(s) URL without spaces"),
+    (["--provider", "openai-compatible", "--model", "m", "--base-url", "http://tok3n@[::1"],
+     "`--base-url` 'http://[::1' must be an http(s) URL without spaces"),
 ])
 def test_bad_flags_are_one_line_exit_2(tmp_path, capsys, argv, message):
     assert init(tmp_path, *argv) == 2
@@ -162,3 +168,95 @@ def test_scaffolded_workflows_pass_actionlint_and_zizmor(tmp_path, provider):
                            text=True, check=False, timeout=120)
     assert audit.returncode == 0, audit.stdout + audit.stderr
     assert "No findings to report" in audit.stdout
+
+
+# -- issue 19: symlinks, a scaffold replaced whole or not at all, quoted YAML, no credentials --------------
+
+
+@pytest.mark.parametrize("link", [".github", ".github/workflows"])
+def test_refuses_a_symlink_that_leads_out_of_the_repository(tmp_path, capsys, link):
+    repo, outside = tmp_path / "repo", tmp_path / "outside"
+    repo.mkdir()
+    outside.mkdir()
+    (repo / link).parent.mkdir(parents=True, exist_ok=True)
+    (repo / link).symlink_to(outside, target_is_directory=True)
+    assert init(repo, *PROVIDERS["openai"]) == 2
+    assert capsys.readouterr().err == (f"error: `{repo / link}` is a symbolic link leading out of the repository "
+                                       f"(to `{outside}`); refusing to write through it\n")
+    assert list(outside.iterdir()) == [] and sorted(p.name for p in repo.iterdir()) == [".github"]
+
+
+def test_a_symlink_inside_the_repository_is_followed(tmp_path):
+    (tmp_path / "ci").mkdir()
+    (tmp_path / ".github").symlink_to(tmp_path / "ci", target_is_directory=True)
+    assert init(tmp_path, *PROVIDERS["openai"]) == 0
+    assert (tmp_path / "ci" / "workflows" / "fairness-check.yml").is_file()
+
+
+def _scaffold(tmp_path) -> dict[str, str]:
+    assert init(tmp_path, *PROVIDERS["openai"], "--with-suite") == 0
+    return {rel: (tmp_path / rel).read_text() for rel in (_init.PR_WORKFLOW, _init.REGEN_WORKFLOW, _init.SUITE_COPY)}
+
+
+def _leftovers(tmp_path) -> list[str]:
+    return sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.name.startswith(".") and p.name != ".github")
+
+
+def test_force_refuses_before_replacing_anything(tmp_path, capsys):
+    before = _scaffold(tmp_path)
+    (tmp_path / _init.SUITE_COPY).unlink()
+    (tmp_path / _init.SUITE_COPY).mkdir()  # the last file's place is taken by a directory
+    capsys.readouterr()
+    assert init(tmp_path, *PROVIDERS["anthropic"], "--with-suite", "--force") == 2
+    assert capsys.readouterr().err == f"error: `{tmp_path / _init.SUITE_COPY}` is a directory; refusing to replace it\n"
+    assert {rel: (tmp_path / rel).read_text() for rel in before if rel != _init.SUITE_COPY} == {
+        rel: text for rel, text in before.items() if rel != _init.SUITE_COPY}
+    (tmp_path / _init.SUITE_COPY).rmdir()
+    (tmp_path / "fairness-check").rmdir()
+    (tmp_path / "fairness-check").write_text("a file where the suite's directory goes")
+    assert init(tmp_path, *PROVIDERS["anthropic"], "--with-suite", "--force") == 2
+    assert capsys.readouterr().err == (f"error: `{tmp_path / 'fairness-check'}` is not a directory; cannot write "
+                                       f"`{tmp_path / _init.SUITE_COPY}`\n")
+    assert (tmp_path / _init.REGEN_WORKFLOW).read_text() == before[_init.REGEN_WORKFLOW] and _leftovers(tmp_path) == []
+
+
+def test_force_puts_the_previous_scaffold_back_when_a_move_fails(tmp_path, capsys, monkeypatch):
+    import errno
+    import os
+
+    before = _scaffold(tmp_path)
+    real, failed = os.replace, []
+
+    def replace(src, dst):  # the disk fails once, moving the last file into place
+        if Path(dst) == tmp_path / _init.SUITE_COPY and not failed:
+            failed.append(src)
+            raise OSError(errno.EIO, "Input/output error", str(src))
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    capsys.readouterr()
+    assert init(tmp_path, *PROVIDERS["anthropic"], "--with-suite", "--force") == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: cannot write `{tmp_path / _init.SUITE_COPY}`: Input/output error; "
+                   "the previous files are back in place\n")
+    assert {rel: (tmp_path / rel).read_text() for rel in before} == before
+    assert _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("model", ["null", "1.10", "a: b", "yes", "~", "0x1F", "#x", "'q'"])
+def test_every_rendered_yaml_value_is_a_string(tmp_path, model):
+    assert init(tmp_path, "--provider", "openai", "--model", model, "--recordings", "1.10", "--suite", "true") == 0
+    pr, regen = workflows(tmp_path)
+    assert regen["jobs"]["regenerate"]["env"] == {"SUITE": "true", "MODEL": model, "RECORDINGS": "1.10"}
+    assert pr["jobs"]["fairness"]["steps"][1]["with"] == {
+        "suite": "true", "recordings": "1.10", "baseline-ref": "${{ github.event.pull_request.base.sha }}"}
+    title = steps_named(regen["jobs"]["regenerate"])["Open a pull request with the new recordings"]["run"]
+    assert model not in title and '"Fairness: new recordings of $MODEL"' in title  # reaches the shell as a variable
+
+
+def test_a_numeric_action_sha_stays_a_string(tmp_path):
+    sha = "1234567890" * 4
+    assert cli.main(["init", "--dir", str(tmp_path), "--action-ref", f"acme/x@{sha}", *PROVIDERS["openai"]]) == 0
+    pr, regen = workflows(tmp_path)
+    pinned = steps_named(regen["jobs"]["regenerate"])["Check out llm-fairness-check at the pinned commit"]["with"]
+    assert pinned["ref"] == sha and pr["jobs"]["fairness"]["steps"][1]["uses"] == f"acme/x@{sha}"

@@ -23,10 +23,11 @@ from fairness._util.errors import FairnessError
 from fairness.action import _commands as _gha
 from fairness.action._artifact import artifact_name
 from fairness.action._env import input_value
-from fairness.action._pr_comment import check_login, check_tag, default_tag, write_payload
 from fairness.audit._gate import ACTION_FAIL_ON, FAIL_ON_CHOICES, FailOn
 from fairness.audit._options import DEFAULT_PERMUTATIONS, AuditOptions
 from fairness.audit._stats import DEFAULT_B
+from fairness.github._comment import write_payload
+from fairness.github._names import check_login, check_tag, default_tag
 
 if TYPE_CHECKING:
     from fairness.audit._results import FairnessRun
@@ -261,14 +262,16 @@ def annotate(run: FairnessRun, out: TextIO) -> None:
 
 
 def _comment(markdown: str, inputs: Inputs, env: Mapping[str, str], out: TextIO) -> None:
-    from fairness.action._pr_comment import CommentSkipped, upsert_comment
+    """After the verdict, which nothing here may change: a refusal is a notice, any other failure
+    (the API down, an answer we cannot use: a GitHubError) a warning."""
+    from fairness.github._comment import CommentSkipped, upsert_comment
 
     try:
         what = upsert_comment(markdown, env, inputs.github_token, inputs.comment_tag, inputs.comment_author)
         _gha.log(f"pull-request comment {what}", out)
     except CommentSkipped as exc:
         _gha.command("notice", f"skipping the pull-request comment: {exc}", out, title="llm-fairness-check")
-    except (OSError, http.client.HTTPException, ValueError, FairnessError) as exc:  # URLError is an OSError
+    except (FairnessError, OSError, http.client.HTTPException, ValueError) as exc:
         _gha.command("warning", f"could not write the pull-request comment: {exc}", out, title="llm-fairness-check")
 
 

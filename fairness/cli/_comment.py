@@ -28,14 +28,13 @@ def register(sub) -> None:
 
 
 def cmd_comment(args) -> int:
-    """Exit 0 when posted, 2 on a bad or unverifiable artifact, 1 when the token may not comment."""
-    import http.client  # here, not at the top: every other command would pay for it
-
-    from fairness.action._pr_comment import CommentSkipped, post_from_artifact
+    """Exit 0 when posted, 1 when the token may not comment, 2 on a bad or unverifiable artifact
+    or when the GitHub API fails or answers something unusable (a GitHubError, one line)."""
+    from fairness.github._comment import CommentSkipped, post_from_artifact
 
     env = dict(os.environ)
     if args.repository:
-        from fairness.action._pr_comment import check_repository
+        from fairness.github._names import check_repository
 
         env["GITHUB_REPOSITORY"] = check_repository(args.repository, "--repository")
     token = env.get("GITHUB_TOKEN") or env.get("GH_TOKEN")
@@ -46,9 +45,6 @@ def cmd_comment(args) -> int:
                                           tag=args.tag, author=args.author)
     except CommentSkipped as exc:
         print(f"error: cannot comment: {exc}", file=sys.stderr)
-        return 1
-    except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError/HTTPError are OSErrors
-        print(f"error: the GitHub API failed: {exc}", file=sys.stderr)
         return 1
     print(f"pull-request #{number}: comment {what}")
     return 0

@@ -4,12 +4,19 @@ Writes the pull-request workflow (the Action pinned by full commit sha, read-onl
 fork-safe, comparing with the base revision), a regeneration workflow for the chosen
 provider and, optionally, an editable copy of the default suite; then prints the three
 commands that finish the adoption (record, commit, push). Existing files are never
-overwritten without `--force`. The templates are package data (`fairness/cli/templates`),
-so other tools can render them too.
+overwritten without `--force`, and the files go in together or not at all, never through a
+symlink that leads out of the repository (`_scaffold`). The templates are package data
+(`fairness/cli/templates`), so other tools can render them too.
+
+Every value rendered into a YAML scalar is quoted (a `@Q_…@` token): unquoted, `--model null`
+would read as null and `--model 1.10` as the float 1.1. A value never reaches a run script as
+text, only through an environment variable, so only `${{` (which GitHub evaluates even inside
+quotes) is refused in a model name. URLs are echoed without their credentials.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -34,7 +41,7 @@ ACTIONLINT_GPU = (
     "self-hosted-runner:\n  labels:\n    - gpu\n"
 )
 PROVIDERS = ("openai", "anthropic", "openai-compatible", "local")
-RUNNERS = {"ubuntu-latest": "ubuntu-latest", "self-hosted-gpu": "[self-hosted, gpu]"}
+RUNNERS: dict[str, str | list[str]] = {"ubuntu-latest": "ubuntu-latest", "self-hosted-gpu": ["self-hosted", "gpu"]}
 DEFAULT_SECRET = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 ENGINE = {"openai": "openai", "anthropic": "anthropic", "openai-compatible": "openai", "local": "transformers"}
 EXTRAS = {"openai": "hosted", "anthropic": "hosted", "openai-compatible": "hosted", "local": "live"}
@@ -43,6 +50,7 @@ _REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:+@-]*")
 """Values written verbatim into YAML and shell: no quotes, spaces, `$` or expressions."""
 _SECRET = re.compile(r"[A-Z_][A-Z0-9_]*")
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)?[^/?#]*@")
 _CRON = re.compile(r"[0-9*/,\- ]+")
 
 
@@ -83,6 +91,23 @@ def _plain(name: str, value: str) -> str:
     if not _PLAIN.fullmatch(value) or "${{" in value:
         raise FairnessError(f"`--{name}` {value!r} may hold only letters, digits and . _ / : + @ -")
     return value
+
+
+def _model(value: str) -> str:
+    """Any one-line model name: it is quoted in YAML and reaches scripts only as `$MODEL`."""
+    if not value.strip() or value != value.strip() or "${{" in value or any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise FairnessError(f"`--model` {value!r} must be one line without `${{{{` (GitHub would evaluate it)")
+    return value
+
+
+def _yaml(value: object) -> str:
+    """`value` as a YAML flow scalar or sequence that always reads back as written (JSON is YAML)."""
+    return json.dumps(value)
+
+
+def without_userinfo(url: str) -> str:
+    """`url` with any `user:password@` removed, for echoing it."""
+    return _USERINFO.sub(lambda m: m.group(1) or "", url, count=1)
 
 
 def _repo_path(name: str, value: str) -> str:
@@ -146,9 +171,17 @@ def _base_url(value: str | None, provider: str) -> str | None:
         return None
     if not value:
         raise FairnessError("`--provider openai-compatible` needs `--base-url` (the server's URL, e.g. https://host/v1)")
-    url = urlparse(value)
-    if url.scheme not in ("http", "https") or not url.hostname or url.username or url.password or not _PLAIN.fullmatch(value):
-        raise FairnessError(f"`--base-url` {value!r} must be an http(s) URL without credentials or spaces")
+    shown = without_userinfo(value)
+    try:
+        url = urlparse(value)
+        ok = url.scheme in ("http", "https") and bool(url.hostname) and bool(_PLAIN.fullmatch(value))
+    except ValueError:  # e.g. an unclosed IPv6 bracket
+        ok = False
+    if not ok:
+        raise FairnessError(f"`--base-url` {shown!r} must be an http(s) URL without spaces")
+    if "@" in url.netloc:
+        raise FairnessError(f"`--base-url` {shown!r} must not carry credentials (user:password@): the key goes in a "
+                            "repository secret (--secret)")
     return value
 
 
@@ -190,7 +223,7 @@ def _suite_copy(name: str) -> str:
 
 def plan(args, package_dir: Path | None = None) -> Plan:
     provider = args.provider
-    model = _plain("model", args.model)
+    model = _model(args.model)
     base_url = _base_url(args.base_url, provider)
     secret = _secret(args.secret, provider)
     runner = _runner(args.runner, provider)
@@ -202,18 +235,20 @@ def plan(args, package_dir: Path | None = None) -> Plan:
     _cron(args.schedule)
     engine = ENGINE[provider]
     gen_args = f'--base-url "{base_url}" ' if base_url else ""
-    secret_env = f"          OPENAI_API_KEY: ${{{{ secrets.{secret} }}}}\n" if secret and engine == "openai" else (
-        f"          ANTHROPIC_API_KEY: ${{{{ secrets.{secret} }}}}\n" if secret else "")
+    key = "OPENAI_API_KEY" if engine == "openai" else "ANTHROPIC_API_KEY"
+    secret_env = f"          {key}: {_yaml(f'${{{{ secrets.{secret} }}}}')}\n" if secret else ""
     if engine == "transformers":  # a hub model is pinned to a commit (`regenerate` refuses a moving branch)
         gen_args += '--revision "$MODEL_REVISION" '
-        secret_env += "          MODEL_REVISION: ${{ vars.FAIRNESS_MODEL_REVISION }}\n"
+        secret_env += f"          MODEL_REVISION: {_yaml('${{ vars.FAIRNESS_MODEL_REVISION }}')}\n"
     note = {"openai": "the OpenAI API", "anthropic": "the Anthropic API", "local": "a local model on a GPU runner",
             "openai-compatible": f"the OpenAI-compatible server {base_url}"}[provider]
     tokens = {
-        "VERSION": __version__, "ACTION": f"{repo}@{sha}", "ACTION_REPO": repo, "ACTION_SHA": sha, "SUITE": suite,
-        "RECORDINGS": recordings, "MODEL": model, "CRON": args.schedule, "RUNS_ON": RUNNERS[runner],
+        "VERSION": __version__, "RECORDINGS": recordings,  # in comments and a block scalar: plain text there
         "EXTRAS": EXTRAS[provider], "ENGINE": engine, "GENERATE_ARGS": gen_args, "SECRET_ENV": secret_env,
         "PROVIDER_NOTE": note,
+        "Q_ACTION": _yaml(f"{repo}@{sha}"), "Q_ACTION_REPO": _yaml(repo), "Q_ACTION_SHA": _yaml(sha),
+        "Q_SUITE": _yaml(suite), "Q_RECORDINGS": _yaml(recordings), "Q_MODEL": _yaml(model), "Q_CRON": _yaml(args.schedule),
+        "Q_RUNS_ON": _yaml(RUNNERS[runner]),
     }
     files = {PR_WORKFLOW: _template("fairness-check.yml", tokens), REGEN_WORKFLOW: _template("fairness-regenerate.yml", tokens)}
     if runner == "self-hosted-gpu":
@@ -239,15 +274,10 @@ def cmd_init(args) -> int:
     if not root.is_dir():
         raise FairnessError(f"`--dir` `{root}` is not a directory")
     p = plan(args)
-    if not args.force:
-        for rel in p.files:
-            if (root / rel).exists():
-                raise FairnessError(f"`{root / rel}` already exists; pass --force to overwrite it")
-    from fairness._util.files import write_atomic
+    from fairness.cli._scaffold import place
 
-    for rel, text in p.files.items():
-        write_atomic(root / rel, text)
-        print(f"wrote {root / rel}")
+    for path in place(root, p.files, force=args.force):
+        print(f"wrote {path}")
     print("next:")
     for label, command in zip(("record", "commit", "push"), p.commands, strict=True):
         print(f"  {label + ':':<8}{command}")

@@ -97,7 +97,7 @@ def cmd_pr_body(args) -> int:
 
 def cmd_open_pr(args) -> int:
     from fairness.action._commands import append_summary
-    from fairness.action._open_pr import NO_TOKEN, TOKEN_ENV, open_pr
+    from fairness.github._pull import NO_TOKEN, TOKEN_ENV, open_pr
 
     env = os.environ
     token = env.get(TOKEN_ENV, "").strip()
@@ -107,7 +107,7 @@ def cmd_open_pr(args) -> int:
             append_summary(env["GITHUB_STEP_SUMMARY"], f"> [!WARNING]\n> {NO_TOKEN}\n")
         return 0
     from fairness._util.files import read_text_capped
-    from fairness.action._open_pr import check_request
+    from fairness.github._pull import check_request, pr_client
     from fairness.report._pr_body import BODY_LIMIT
 
     body = read_text_capped(args.body_file, what="--body-file")
@@ -116,6 +116,7 @@ def cmd_open_pr(args) -> int:
                             f"{BODY_LIMIT:,} in a pull-request body")
     base = args.base or env.get("GITHUB_REF_NAME") or "main"
     check_request(Path.cwd(), args.path, branch=args.branch, title=args.title, base=base, remote=args.remote)
+    pr_client(env, token)  # GITHUB_REPOSITORY and GITHUB_API_URL, before git commits or pushes anything
     pr = open_pr(Path.cwd(), args.path, branch=args.branch, title=args.title, body=body, base=base,
                  remote=args.remote, token=token, env=env)
     if pr is None:
