@@ -301,7 +301,9 @@ def follow_advice(sc: Scenario, reps: int, rng: np.random.Generator) -> dict:
             means = ((claim, *sc.target[1:])) if sc.side == "fail" else (claim,) * S
             if sc.rule.statistic == "max_minus_min":
                 means = (sc.target[1] + claim, *sc.target[1:]) if sc.side == "fail" else (float(np.nanmin(cc.values)),) * S
-            moved = [cell_rates(means, sc.conc, rng), *truth[1:]]
+            cells = cell_rates(means, sc.conc, rng)  # rescaled so the grid truth is exactly the claimed value
+            cells = np.clip(cells * np.asarray(means) / np.maximum(cells.mean(0), 1e-12), 0.0, 1.0)
+            moved = [cells, *truth[1:]]
             again = {k: draw(moved[f], SEEDS, rng) for f, k in enumerate(ccs)}
             claimed += suite_states(sc.rule, again)["family=F1"][0] == sc.side
     n = max(got - no_advice, 1)
