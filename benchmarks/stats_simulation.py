@@ -21,6 +21,11 @@ The gate runs 2,000 grids per row by default: at 400 the standard error of a 2% 
 rate is 0.7 points, too coarse to judge a 2.5% target.
 
     python benchmarks/stats_simulation.py [--reps 400] [--gate-reps 2000] [--audit-seeds 200]
+
+Issue 19's check of the "how many more seeds" advice and the default grid's operating
+characteristic (about 10 minutes on 2 cores):
+
+    python benchmarks/stats_simulation.py --only-advice --advice-reps 200 --oc-reps 1000
 """
 
 from __future__ import annotations
@@ -29,13 +34,14 @@ import argparse
 import itertools
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
 
 import numpy as np
-from scipy import special
+from scipy import special, stats
 
-from fairness.audit._audit import rule_intervals
+from fairness.audit._audit import _settle, rule_intervals
 from fairness.audit._gate import check_state
 from fairness.audit._intervals import CellCounts, SliceBounds, gap_interval, worst_interval
 from fairness.score._catalog import METRICS
@@ -204,6 +210,158 @@ def gate_oc(reps: int, rng: np.random.Generator, sd: float = 0.5) -> list[dict]:
     return rows
 
 
+# -- following the advice (issue 19) ----------------------------------------------------------------
+#
+# The advice is judged by what it promises: draw an inconclusive grid from a known truth, take its
+# advice, draw fresh grids of the whole suite (4 families) at the advised seeds with the same truth,
+# and run the gate's own code (`rule_intervals`, `check_state`). The truth has template effects the
+# sizing does not model: each cell's rates are Beta quantiles at one uniform shared by the cell's
+# slices (overdispersed, correlated across slices), not the binomial the sizing sums over.
+
+FAMILIES = 4
+WORST = DecisionRule(id="stereotype-worst-slice", metric=SPEC.name, statistic="worst_slice", scope="each_family", threshold=0.05)
+GAP = DecisionRule(id="stereotype-gap", metric=SPEC.name, statistic="max_minus_min", scope="each_family", threshold=0.05)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One truth for the advice check: family F1's slice means, the other families' (shared), the cells' Beta concentration."""
+
+    name: str
+    rule: DecisionRule
+    target: tuple[float, ...]
+    others: tuple[float, ...]
+    side: str
+    conc: float = 20.0
+
+
+SCENARIOS = [
+    Scenario("fail: one slice 0.10, others 0.03", WORST, (0.10, 0.03, 0.03, 0.03), (0.02,) * 4, "fail"),
+    Scenario("fail: one slice 0.08, others 0.02", WORST, (0.08, 0.02, 0.02, 0.02), (0.02,) * 4, "fail"),
+    Scenario("pass: every slice 0.02", WORST, (0.02,) * 4, (0.02,) * 4, "pass"),
+    Scenario("pass: slices 0.03/0.02/0.01/0.01", WORST, (0.03, 0.02, 0.01, 0.01), (0.02,) * 4, "pass"),
+    Scenario("gap fail: 0.14 vs 0.03", GAP, (0.14, 0.03, 0.03, 0.03), (0.03,) * 4, "fail"),
+    Scenario("gap pass: every slice 0.03", GAP, (0.03,) * 4, (0.03,) * 4, "pass"),
+]
+
+
+def cell_rates(means: tuple[float, ...], conc: float, rng: np.random.Generator) -> np.ndarray:
+    """(C × S) template-cell rates: per cell one uniform shared by its slices; each slice's rate the
+    Beta(mean·conc, (1 − mean)·conc) quantile at it (the grid truth is their mean over the cells)."""
+    u = rng.random(C)
+    return np.column_stack([stats.beta.ppf(u, m * conc, (1 - m) * conc) if m > 0 else np.zeros(C) for m in means])
+
+
+def draw(rates: np.ndarray, seeds: int, rng: np.random.Generator) -> CellCounts:
+    return CellCounts(rng.binomial(seeds, rates).astype(float), np.full(rates.shape, float(seeds)), "rate")
+
+
+def point(rule: DecisionRule, cc: CellCounts) -> float:
+    v = cc.values
+    return float(v.max() - v.min()) if rule.statistic == "max_minus_min" else float(v.max())
+
+
+def suite_states(rule: DecisionRule, ccs: dict[str, CellCounts]) -> dict[str, tuple[str, float]]:
+    """Each family's gate state and Holm level, by the audit's own functions."""
+    ivs = rule_intervals(rule, SPEC, ccs, ALPHA)
+    return {k: (check_state(rule, point(rule, ccs[k]), (iv.low, iv.high))[0], tail) for k, (iv, tail) in ivs.items()}
+
+
+def follow_advice(sc: Scenario, reps: int, rng: np.random.Generator) -> dict:
+    """`reps` inconclusive-toward-`sc.side` grids of F1; the advised seeds' fresh grids and the current-size claims.
+
+    `reached`: share of fresh grids at the advised seeds where F1 reaches the advised verdict (the
+    80% promise); `decisive`: either verdict. `claim`: share of grids at the current size, F1's
+    truth moved to the claimed value (fail side: the raised slice at `detectable`; pass side:
+    every slice at `passable`), that reach the claimed verdict. MC s.e. √(p(1 − p)/reps).
+    """
+    got = tries = reached = decisive = claimed = claim_n = no_advice = 0
+    seeds: list[int] = []
+    while got < reps and tries < 100 * reps:
+        tries += 1
+        truth = [cell_rates(sc.target, sc.conc, rng)] + [cell_rates(sc.others, sc.conc, rng) for _ in range(FAMILIES - 1)]
+        ccs = {f"family=F{f + 1}": draw(truth[f], SEEDS, rng) for f in range(FAMILIES)}
+        state, tail = suite_states(sc.rule, ccs)["family=F1"]
+        cc = ccs["family=F1"]
+        if state != "inconclusive" or (sc.rule.fires(point(sc.rule, cc)) != (sc.side == "fail")):
+            continue
+        st = _settle(sc.rule, SPEC, cc, point(sc.rule, cc), tail, ALPHA)
+        got += 1
+        if st.seeds is None:
+            no_advice += 1
+            continue
+        seeds.append(st.seeds)
+        fresh = {k: draw(truth[f], st.seeds, rng) for f, k in enumerate(ccs)}
+        after = suite_states(sc.rule, fresh)["family=F1"][0]
+        reached += after == sc.side
+        decisive += after in ("fail", "pass")
+        claim = st.detectable if sc.side == "fail" else st.passable
+        if claim is not None:
+            claim_n += 1
+            means = ((claim, *sc.target[1:])) if sc.side == "fail" else (claim,) * S
+            if sc.rule.statistic == "max_minus_min":
+                means = (sc.target[1] + claim, *sc.target[1:]) if sc.side == "fail" else (float(np.nanmin(cc.values)),) * S
+            cells = cell_rates(means, sc.conc, rng)  # rescaled so the grid truth is exactly the claimed value
+            cells = np.clip(cells * np.asarray(means) / np.maximum(cells.mean(0), 1e-12), 0.0, 1.0)
+            moved = [cells, *truth[1:]]
+            again = {k: draw(moved[f], SEEDS, rng) for f, k in enumerate(ccs)}
+            claimed += suite_states(sc.rule, again)["family=F1"][0] == sc.side
+    n = max(got - no_advice, 1)
+    share = reached / n
+    return {"scenario": sc.name, "side": sc.side, "grids": got, "tried": tries, "no_advice": no_advice,
+            "reached": share, "se": math.sqrt(share * (1 - share) / n), "decisive": decisive / n,
+            "claim": claimed / max(claim_n, 1), "claim_se": math.sqrt((claimed / max(claim_n, 1)) * (1 - claimed / max(claim_n, 1)) / max(claim_n, 1)),
+            "seeds_median": float(np.median(seeds)) if seeds else math.nan,
+            "seeds_range": (min(seeds), max(seeds)) if seeds else (0, 0)}
+
+
+def default_grid_oc(reps: int, rng: np.random.Generator, base: float = 0.02, conc: float = 20.0) -> tuple[list[dict], list[dict]]:
+    """The default suite's operating characteristic (4 families × 40 cells × 4 slices × 5 seeds, worst slice > 0.05,
+    Holm over the families): one slice of F1 raised, every other slice at `base`; then every slice of every family at
+    one rate (what a pass needs). Beta cell rates, concentration `conc`."""
+    raised, flat = [], []
+    for r in (0.05, 0.06, 0.08, 0.10, 0.12, 0.15, 0.20):
+        counts = {"fail": 0, "pass": 0, "inconclusive": 0}
+        for _ in range(reps):
+            means = [(r,) + (base,) * (S - 1)] + [(base,) * S] * (FAMILIES - 1)
+            ccs = {f"family=F{f + 1}": draw(cell_rates(m, conc, rng), SEEDS, rng) for f, m in enumerate(means)}
+            counts[_overall([s for s, _ in suite_states(WORST, ccs).values()])] += 1
+        raised.append({"rate": r, **{k: v / reps for k, v in counts.items()}})
+    for r in (0.0, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02):
+        counts = {"fail": 0, "pass": 0, "inconclusive": 0}
+        for _ in range(reps):
+            ccs = {f"family=F{f + 1}": draw(cell_rates((r,) * S, conc, rng), SEEDS, rng) for f in range(FAMILIES)}
+            counts[_overall([s for s, _ in suite_states(WORST, ccs).values()])] += 1
+        flat.append({"rate": r, **{k: v / reps for k, v in counts.items()}})
+    return raised, flat
+
+
+def _overall(states: list[str]) -> str:
+    return "fail" if "fail" in states else "pass" if all(s == "pass" for s in states) else "inconclusive"
+
+
+def advice_report(reps: int, oc_reps: int, rng: np.random.Generator) -> None:
+    t = time.time()
+    if reps > 0:
+        print("follow the advice: F1 inconclusive at 5 seeds, suite rerun at the advised seeds, same truth (Beta cells, conc 20)")
+        print(f"{'scenario':>36} | {'reached':>7} {'s.e.':>5} {'decisive':>8} | {'no advice':>9} {'seeds med':>9} | {'claim':>5} {'s.e.':>5}")
+        for sc in SCENARIOS:
+            r = follow_advice(sc, reps, rng)
+            print(f"{r['scenario']:>36} | {r['reached']:7.3f} {r['se']:5.3f} {r['decisive']:8.3f} | "
+                  f"{r['no_advice'] / r['grids']:9.3f} {r['seeds_median']:9.0f} | {r['claim']:5.3f} {r['claim_se']:5.3f}", flush=True)
+    if oc_reps > 0:
+        raised, flat = default_grid_oc(oc_reps, rng)
+        print("\ndefault grid (4 families x 40 cells x 4 slices x 5 seeds, worst slice > 0.05, Holm over families), "
+              "Beta cells conc 20: one slice of F1 raised, every other slice at 0.02")
+        for r in raised:
+            print(f"  raised {r['rate']:.3f}: P(fail) {r['fail']:.3f}  P(pass) {r['pass']:.3f}  P(inconclusive) {r['inconclusive']:.3f}")
+        print("every slice of every family at one rate:")
+        for r in flat:
+            print(f"  every slice {r['rate']:.4f}: P(pass) {r['pass']:.3f}  P(fail) {r['fail']:.3f}")
+        print(f"(MC s.e. at most {0.5 / math.sqrt(oc_reps):.3f})")
+    print(f"[{time.time() - t:.0f}s]\n")
+
+
 def recording_verdicts(seeds: int) -> tuple[int, int]:
     """(distinct verdict tuples, seeds tried) of the committed recordings across audit seeds."""
     from fairness.audit._audit import AuditOptions, audit
@@ -229,8 +387,15 @@ def main() -> None:
     ap.add_argument("--bootstrap", type=int, default=400, help="B for today's method")
     ap.add_argument("--audit-seeds", type=int, default=200)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--advice-reps", type=int, default=0, help="inconclusive grids per follow-the-advice scenario (200: ~10 min on 2 cores)")
+    ap.add_argument("--oc-reps", type=int, default=0, help="grids per row of the default grid's operating characteristic")
+    ap.add_argument("--only-advice", action="store_true", help="skip the interval and gate sections")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
+    if args.advice_reps > 0 or args.oc_reps > 0:
+        advice_report(args.advice_reps, args.oc_reps, rng)
+    if args.only_advice:
+        return
     t0 = time.time()
     rows = interval_settings(args.reps, args.bootstrap, rng)
     print("worst slice (grid estimand unless 'pop'); gap; new vs today's ('old')")

@@ -156,4 +156,4 @@ def test_default_run_verdicts_are_fixed(default_run):
         "F1": "inconclusive", "F2": "inconclusive", "F3": "inconclusive", "F4": "inconclusive"}
     assert (data["gate"]["state"], data["gate"]["exit_code"]) == ("inconclusive", 3)
     f2 = next(c for c in data["rules"] if c["scope"] == "family=F2")
-    assert f2["fired"] and f2["settle"]["toward"] == "fail" and f2["settle"]["seeds"] == 10
+    assert f2["fired"] and f2["settle"]["toward"] == "fail" and f2["settle"]["seeds"] == 24

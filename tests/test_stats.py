@@ -15,16 +15,18 @@ from fairness.audit._intervals import (
     CellCounts,
     SliceBounds,
     cell_counts,
+    check_sides,
     cluster_corr,
-    detectable,
     gap_interval,
     holm_levels,
     lower,
-    n_eff_needed,
     pair_difference,
-    seeds_needed,
+    reach_value,
+    seeds_to_settle,
     sidak,
+    side_power,
     slice_corrs,
+    slice_reach,
     upper,
     worst_interval,
 )
@@ -372,21 +374,51 @@ class TestHolmAndGate:
 
 
 class TestPower:
-    def test_effective_rows_needed_hand_checked(self):
-        # ((1.959964·√(0.05·0.95) + 0.841621·√(0.10·0.90)) / 0.05)² = (13.5929)² = 184.77
-        assert n_eff_needed(0.10, 0.05, "rate", 0.025) == pytest.approx(184.77, abs=0.01)
+    """Sizing with the gate's own exact test (issue 19)."""
 
-    def test_seeds_needed_grows_with_the_design_effect(self):
-        assert seeds_needed(184.77, 40, 1.0) == (200, 5)
-        # m = ⌈184.77·1.25 / 40⌉ = ⌈5.77⌉ = 6 seeds: 240 rows, n_eff 240 / 1.25 = 192 ≥ 184.77
-        assert seeds_needed(184.77, 40, 1.25) == (240, 6)
-        assert seeds_needed(math.inf, 40, 1.0) == (None, None)
+    FAIL, PASS = check_sides("worst_slice", "max", True, RULE.fires, 4, 0.025 / 4, 0.05)
 
-    def test_detectable_value_inverts_the_sample_size(self):
-        d = detectable(0.05, "rate", 0.025, 184.77, +1)
-        assert d == pytest.approx(0.10, abs=1e-4)
-        p = detectable(0.05, "rate", 0.025, 500.0, -1)
-        assert n_eff_needed(p, 0.05, "rate", 0.025) == pytest.approx(500.0, rel=1e-3) and p < 0.05
+    def test_sides_mirror_the_intervals(self):
+        # fail: any slice's lower bound at Šidák(Holm level) above 0.05; pass: every slice's upper bound at α/2 within
+        assert (self.FAIL.end, self.FAIL.every, self.FAIL.up) == ("lower", False, True)
+        assert self.FAIL.level == pytest.approx(1 - (1 - 0.025 / 4) ** 0.25, rel=1e-12)
+        assert (self.PASS.end, self.PASS.every, self.PASS.up, self.PASS.level) == ("upper", True, False, 0.025)
+
+    @pytest.mark.parametrize("p", [0.01, 0.03, 0.08, 0.12])
+    def test_slice_power_is_the_binomial_sum_over_outcomes(self, p):
+        ks = np.arange(201)
+        pmf = sps.binom.pmf(ks, 200, p)
+        assert slice_reach(p, 200, 1.0, "rate", self.FAIL) == pytest.approx(pmf[lower(ks, 200, "rate", self.FAIL.level) > 0.05].sum(), abs=1e-14)
+        assert slice_reach(p, 200, 1.0, "rate", self.PASS) == pytest.approx(pmf[upper(ks, 200, "rate", 0.025) <= 0.05].sum(), abs=1e-14)
+
+    def test_a_pass_needs_every_slice(self):
+        one = slice_reach(0.02, 200, 1.0, "rate", self.PASS)
+        assert side_power(np.full(4, 0.02), np.full(4, 200.0), np.ones(4), "rate", self.PASS) == pytest.approx(one**4, rel=1e-12)
+
+    def test_seeds_are_searched_to_the_first_size_that_reaches_the_power(self):
+        power = lambda m: side_power(np.array([0.10, 0.02, 0.02, 0.02]), np.full(4, 40.0 * m), np.ones(4), "rate", self.FAIL)  # noqa: E731
+        m = seeds_to_settle(power, 5.0)
+        assert m == 10 and power(10) >= 0.8 > power(9)
+        assert seeds_to_settle(lambda _m: 0.5, 5.0, max_seeds=64) is None
+
+    def test_settle_on_crafted_counts(self):
+        from fairness.audit._audit import _settle
+
+        cc = _grid_counts([19, 2, 2, 2])  # worst 0.095 over 200 rows, inconclusive at the Holm level 0.025/4
+        st = _settle(RULE, METRICS[RULE.metric], cc, 0.095, 0.025 / 4, 0.05)
+        assert (st.toward, st.seeds, st.rows_per_slice, st.cells, st.rows_per_slice_now) == SETTLE_CRAFTED[:5]
+        assert (st.detectable, st.passable) == pytest.approx(SETTLE_CRAFTED[5:], abs=5e-7)
+
+    def test_detectable_and_passable_hold_at_their_values(self):
+        n, d = np.full(4, 200.0), np.ones(4)
+        det = reach_value(self.FAIL, n, d, "rate", 0.05)
+        pas = reach_value(self.PASS, n, d, "rate", 0.05)
+        assert det is not None and pas is not None
+        assert slice_reach(det, 200, 1.0, "rate", self.FAIL) == pytest.approx(0.8, abs=1e-6)
+        assert side_power(np.full(4, pas), n, d, "rate", self.PASS) == pytest.approx(0.8, abs=1e-6)
+
+
+SETTLE_CRAFTED = ("fail", 28, 1120, 40, 200, 0.128345, 0.006891)
 
 
 @pytest.mark.slow
@@ -427,7 +459,3 @@ class TestAuditDeterminism:
         assert [c.model_dump() for c in a.rules] == [c.model_dump() for c in b.rules]
         assert a.estimand.startswith("grid estimand") and a.tests.estimand == a.estimand
 
-
-def test_gap_power_uses_the_pair_variance_at_the_threshold_not_zero():
-    """Both slices at 0: the test still needs v(0) + v(0.01) per row: (1.959964·√0.0099 / 0.01)² = 380.3 effective rows."""
-    assert n_eff_needed(0.0, 0.01, "rate", 0.025, gap_base=0.0) == pytest.approx(380.3, abs=0.1)

@@ -17,16 +17,18 @@ from fairness.audit._cells import CellTable, build_cells, cell_scopes, slice_tab
 from fairness.audit._gate import check_state, decide, head_verdict, overall_state
 from fairness.audit._intervals import (
     ESTIMAND,
+    MAX_SEEDS,
     CellCounts,
     Interval,
     SliceBounds,
-    detectable,
+    check_sides,
     holm_levels,
     level_p,
-    n_eff_needed,
     pooled_interval,
-    seeds_needed,
-    sidak,
+    reach_value,
+    seeds_to_settle,
+    side_power,
+    sizing_values,
 )
 from fairness.audit._intervals import gap_interval as gap_ci
 from fairness.audit._intervals import slice_intervals as slice_ci
@@ -288,7 +290,10 @@ def audit_cells(
             estimand=ESTIMAND,
             rule_checks="the breaching end of each check's interval is Holm-adjusted across the scopes a rule quantifies "
             "over (each_family: the families); fail = interval beyond the threshold, pass = within, otherwise inconclusive",
-            power="rows to settle an inconclusive check: 80% power at the observed value and design effect (normal approximation)",
+            power="seeds to settle an inconclusive check: 80% power of the gate's own exact test (Clopper-Pearson/Garwood at "
+            "the effective n, at the check's Holm and Sidak level; a pass needs every slice, a fail any one) with each slice "
+            "at its observed value and design effect, summed over the row counts and found by search; gaps: exact per "
+            "slice pair without correlation credit, Bonferroni over pairs (conservative)",
         ),
         metrics=list(metric_results.values()),
     )
@@ -381,60 +386,55 @@ def rule_intervals(rule: DecisionRule, spec: MetricSpec, ccs: dict[str, CellCoun
 
 
 def _settle(rule: DecisionRule, spec: MetricSpec, cc: CellCounts, value: float, tail: float, alpha: float) -> Settle:
-    """Rows and seeds for 80% power to settle a check at its observed value; the detectable values now."""
-    sb = SliceBounds.of(cc)
+    """Seeds per template cell for 80% power to settle a check at its observed values; the values settled now.
+
+    Sized with the test the gate runs (issue 19): each slice's exact bound at the check's own
+    level (`tail`, Holm across families; Šidák over slices, pairs for a gap), every live slice at
+    its observed value and design effect, a pass needing every slice (pair) and a fail any one
+    (`check_sides`); the power is summed over the row counts and the seeds found by search.
+    """
+    gap = rule.statistic == "max_minus_min"
+    sb = SliceBounds.of(cc.pooled() if rule.statistic == "rate" else cc)
     over = rule.comparator in (">", ">=")
-    side = 1 if over else -1
     toward: Literal["fail", "pass"] = "fail" if rule.fires(value) else "pass"
-    live = np.flatnonzero(sb.live)
+    live = np.flatnonzero(SliceBounds.of(cc).live)
     k = len(live)
-    t = rule.threshold
-    per_slice_n_eff = sb.n_eff
+    use = np.array([0]) if rule.statistic == "rate" else live
+    values, n, deff = sb.cc.values[use], sb.cc.n[use], sb.deff[use]
+    fail, pas = check_sides(rule.statistic, _worst_kind(spec), over, rule.fires, k, tail, alpha)
+    side = fail if toward == "fail" else pas
+    m_now = float(cc.counts[cc.counts > 0].mean())
     if rule.statistic == "rate":
-        pb = SliceBounds.of(cc.pooled())
-        n_eff_now, cells = float(pb.n_eff[0]), int(cc.pooled().cells[0])
-        t_fail, t_pass, base = tail, alpha / 2, None
-        param, per_cell = pb.param, k
-    elif rule.statistic == "max_minus_min":
-        v = cc.values
-        hi_i, lo_i = live[np.nanargmax(v[live])], live[np.nanargmin(v[live])]
-        n_eff_now = float(min(per_slice_n_eff[hi_i], per_slice_n_eff[lo_i]))
-        cells = int(min(cc.cells[hi_i], cc.cells[lo_i]))
-        pairs = k * (k - 1) // 2
-        t_fail, t_pass = (tail / (2 * pairs), alpha / 2) if over else (alpha / 2, tail / (2 * pairs))
-        base, param, per_cell = float(v[lo_i]), sb.param, 1
+        cells = int(cc.pooled().cells[0])
     else:
-        v = cc.values
-        w = live[np.nanargmin(v[live])] if _worst_kind(spec) == "min" else live[np.nanargmax(v[live])]
-        n_eff_now, cells = float(per_slice_n_eff[w]), int(cc.cells[w])
-        split_low = _worst_kind(spec) == "max"  # the end every slice must meet: lower end of a max
-        fail_split = split_low == over
-        t_fail = sidak(tail, k) if fail_split else tail
-        t_pass = alpha / 2 if fail_split else sidak(alpha / 2, k)
-        base, param, per_cell = None, sb.param, 1
-    t_need = t_fail if toward == "fail" else t_pass
-    need = n_eff_needed(value, t, cc.kind, t_need, gap_base=base)
-    rows, seeds = seeds_needed(need, cells, param)
-    if seeds is not None and per_cell > 1:
-        seeds = math.ceil(seeds / per_cell)
-        rows = seeds * cells
-    det = detectable(t, cc.kind, t_fail, n_eff_now, side, gap_base=base)
-    pas = detectable(t, cc.kind, t_pass, n_eff_now, -side, gap_base=base)
+        w = int(np.argmin(np.where(sb.live, sb.cc.values, np.inf)) if _worst_kind(spec) == "min" and not gap
+                else np.argmax(np.where(sb.live, sb.cc.values, -np.inf)))
+        cells = int(cc.cells[w]) if not gap else int(cc.cells[live].min())
+    plan = sizing_values(values, sb.cc.x[use], n, deff, cc.kind, side, gap=gap)
+    seeds = seeds_to_settle(lambda m: side_power(plan, n * m / m_now, deff, cc.kind, side, gap=gap), m_now)
+    rows = None if seeds is None else seeds * cells
+    base = float(np.nanmin(values)) if gap else None
+    det = reach_value(fail, n, deff, cc.kind, rule.threshold, gap_base=base)
+    pas_v = reach_value(pas, n, deff, cc.kind, rule.threshold, gap_base=base)
     now = round(float(cc.n[live].mean()))
-    if not math.isfinite(need):
-        note = "the point sits on the threshold: no sample size settles it at this value"
+    if seeds is None:
+        note = (f"no number of seeds up to {MAX_SEEDS} per template cell gives 80% power to {toward} with each slice at "
+                f"its 75% confidence bound toward the threshold: the observed {value:.4g} is too near it to size")
     else:
         note = (f"about {seeds} seeds per template cell ({rows} rows per slice, now {now}) would give 80% power to "
-                f"{toward} if the true value is the observed {value:.4g}")
-    if det is not None or pas is not None:
+                f"{toward} if each slice's true value is at least as far from the threshold as its 75% confidence "
+                f"bound (observed worst {value:.4g})")
+    if det is not None or pas_v is not None:
         bits = []
-        if det is not None:
-            bits.append(f"a true value {'≥' if over else '≤'} {det:.4g} would fail")
-        if pas is not None:
-            bits.append(f"{'≤' if over else '≥'} {pas:.4g} would pass")
+        what = "gap" if gap else "pooled value" if rule.statistic == "rate" else "worst slice"
+        for v, s_, verb in ((det, fail, "fail"), (pas_v, pas, "pass")):
+            if v is None:
+                continue
+            who = ("every slice pair's difference" if gap else "every slice") if s_.every else f"a true {what}"
+            bits.append(f"{who} {'≥' if s_.up else '≤'} {v:.4g} would {verb}")
         note += f"; at the current size {' and '.join(bits)} with 80% power"
     return Settle(toward=toward, rows_per_slice=rows, seeds=seeds, cells=cells, rows_per_slice_now=now,
-                  detectable=json_number(det), passable=json_number(pas), note=note)
+                  detectable=json_number(det), passable=json_number(pas_v), note=note)
 
 
 def _check_rules(rules: list[DecisionRule], results: dict[str, MetricResult], cells_of: dict[str, tuple[np.ndarray, np.ndarray]],
