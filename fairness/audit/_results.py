@@ -99,13 +99,14 @@ class Caveat(Strict):
 
 
 class Settle(Frozen):
-    """How much more data would settle an inconclusive check (80% power, normal approximation)."""
+    """How much more data would settle an inconclusive check: 80% power of the exact test the gate runs."""
 
     toward: Literal["fail", "pass"]
     """The verdict the observed value points to: more data at this value would most likely reach it."""
     rows_per_slice: int | None
-    """Rows per slice for 80% power at the observed value and the scope's design effect; null when the point
-    sits on the threshold or no number of seeds suffices (more templates are needed)."""
+    """Rows per slice for 80% power of the check's exact test, each slice at its 75% confidence bound toward the
+    threshold and at the scope's design effect; null when those bounds reach the threshold (too near it to size)
+    or no number of seeds up to the search limit suffices."""
     seeds: int | None
     """Seeds per template cell giving `rows_per_slice` with this scope's template cells."""
     cells: int
@@ -113,9 +114,10 @@ class Settle(Frozen):
     rows_per_slice_now: int
     """Rows per slice audited."""
     detectable: float | None
-    """The true value that would fail with 80% power at the current size."""
+    """The worst slice's true value that would fail with 80% power at the current size (exact power)."""
     passable: float | None
-    """The true value that would pass with 80% power at the current size."""
+    """The true value every slice must be at or below (above, for a `<` rule) to pass with 80% power at the
+    current size (exact power)."""
     note: str
     """The same in one sentence."""
 

@@ -208,11 +208,14 @@ def settle_md(run: FairnessRun) -> str:
     for c in rows:
         st = c.settle
         assert st is not None
-        rows_txt = "none settles it at the threshold" if st.rows_per_slice is None else f"{st.rows_per_slice} ({st.rows_per_slice_now})"
+        rows_txt = "too near the threshold to size" if st.rows_per_slice is None else f"{st.rows_per_slice} ({st.rows_per_slice_now})"
         lines.append(f"| {c.rule} | {c.scope} | {_fmt(c.value)}{_ci(c.interval)} | {c.threshold:g} | {st.toward} | {rows_txt} "
                      f"| {st.seeds if st.seeds is not None else 'n/a'} | {_fmt(st.detectable)} | {_fmt(st.passable)} |")
-    return "\n".join(lines) + ("\n\n80% power at the observed value and the scope's design effect (normal approximation); "
-                               "`fails at`/`passes at`: the true values the current size detects with 80% power.")
+    return "\n".join(lines) + ("\n\n80% power of the exact test the gate runs (each slice's Clopper–Pearson or Garwood bound at "
+                               "the effective n, at the check's Holm/Šidák level; a pass needs every slice), with each slice "
+                               "at its 75% confidence bound toward the threshold and the scope's design effect; "
+                               "`fails at`: the worst slice's true value that fails with 80% power at the current size; "
+                               "`passes at`: the value every slice must be at or below to pass with 80% power.")
 
 
 def provenance_md(run: FairnessRun) -> str:
