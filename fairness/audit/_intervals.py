@@ -39,8 +39,8 @@ from functools import cached_property
 from statistics import NormalDist
 
 import numpy as np
-from scipy import special
 
+from fairness._util import special
 from fairness.audit._interval import Interval
 
 ESTIMAND = (
