@@ -6,11 +6,17 @@
 2. `run --evaluators all` ÷ the default `run` (this tree, paired); target ≤ 2.
 3. 320,000 synthetic rows ÷ 3,200 synthetic rows (this tree; `bench_scale.make_set`), with
    peak RSS; targets ≤ 12 and ≤ 400 MiB. `--big` adds 3,200,000 rows (≤ 1 GiB).
+4. Issue 19, item 8 (start-up): with `--startup-baseline`, the default `run` ÷ the same run in
+   a tree at 00e2f3f (`git worktree add ../base00e2 00e2f3f`), paired; target ≤ 0.65. Imports
+   were most of a default run's CPU, `scipy.special`'s the largest (`fairness._util.special`).
 
 CPU is user + system time of the `run` process (`getrusage(RUSAGE_CHILDREN)` of a wrapper), so
 import time counts, as a user pays it. Medians of `--repeat` pairs; ratios are per pair.
 
-Run by hand:  python benchmarks/bench_cpu_targets.py --baseline ../base [--repeat 7] [--big]
+Run by hand:  python benchmarks/bench_cpu_targets.py --baseline ../base [--startup-baseline ../base00e2]
+              [--repeat 7] [--big]
+              python benchmarks/bench_cpu_targets.py --startup-baseline ../base00e2 --startup-only --repeat 9
+Compile both trees' bytecode first (`python -m compileall -q fairness`), or the first runs pay for it.
 """
 
 from __future__ import annotations
@@ -61,12 +67,24 @@ def row(name: str, a: float, b: float, ratios: list[float], target: str, ok: boo
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--baseline", type=Path, required=True, help="a checkout of the code before the scale work")
+    ap.add_argument("--baseline", type=Path, help="a checkout of the code before the scale work (ca8781b)")
+    ap.add_argument("--startup-baseline", type=Path, help="a checkout of 00e2f3f, before issue 19's start-up work")
+    ap.add_argument("--startup-only", action="store_true", help="only the start-up row (needs --startup-baseline)")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--big", action="store_true", help="also run 3,200,000 rows (minutes, ~3 GB of disk)")
     args = ap.parse_args()
+    if args.startup_only and args.startup_baseline is None:
+        ap.error("--startup-only needs --startup-baseline")
+    if not args.startup_only and args.baseline is None:
+        ap.error("--baseline is required (or --startup-only with --startup-baseline)")
     rows = ["| measure | A: CPU (s) | B: CPU (s) | B ÷ A (median, range) | target | |", "|---|---:|---:|---:|---:|---|"]
 
+    if args.startup_baseline is not None:
+        a, b, r = paired((args.startup_baseline, ["--recordings", REC]), (ROOT, ["--recordings", REC]), args.repeat)
+        rows.append(row("default run: A 00e2f3f, B this tree", a, b, r, "≤ 0.65", statistics.median(r) <= 0.65))
+        if args.startup_only:
+            print("\n".join(rows))
+            return
     a, b, r = paired((args.baseline, ["--recordings", REC]), (ROOT, ["--recordings", REC]), args.repeat)
     rows.append(row("default run: A baseline, B this tree", a, b, r, "≤ 0.50", statistics.median(r) <= 0.5))
     a, b, r = paired((ROOT, ["--recordings", REC]), (ROOT, ["--recordings", REC, "--evaluators", "all"]), args.repeat)

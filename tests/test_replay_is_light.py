@@ -26,6 +26,30 @@ print(json.dumps({{"rc": rc, "loaded": [m for m in {HEAVY!r} if m in sys.modules
     assert result == {"rc": 0, "loaded": []}
 
 
+def test_run_imports_scipy_special_ufuncs_not_the_package(tmp_path, default_suite):
+    """The exact intervals need three ufuncs of `scipy.special._ufuncs`; the `scipy.special`
+    package (its array-API layer clones numpy's namespace, importing numpy.f2py and
+    numpy.testing) cost a quarter of a default run's CPU, so `run` never imports it. The ufuncs
+    are the very objects `scipy.special` exports, and importing the package afterwards still works."""
+    rec = write_recording_set(tmp_path / "rec", default_suite, lambda c: "A capable professional.")
+    code = f"""
+import json, sys
+from fairness.cli import main
+rc = main(["run", "--recordings", {str(rec)!r}, "--out", {str(tmp_path / 'out')!r}, "--quiet",
+           "--bootstrap", "100", "--permutations", "100"])
+loaded = [m for m in ("scipy.special", "scipy.stats", "scipy._lib.array_api_compat", "numpy.f2py", "numpy.testing")
+          if m in sys.modules]
+from scipy import special
+from fairness._util import special as ours
+same = [getattr(ours, n) is getattr(special, n) for n in ("betainc", "betaincinv", "gammainc", "gammaincinv", "gammaln")]
+print(json.dumps({{"rc": rc, "loaded": loaded, "same": same, "after": float(special.betaincinv(2.0, 3.0, 0.5))}}))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["rc"] == 0 and result["loaded"] == [] and result["same"] == [True] * 5
+    assert abs(result["after"] - 0.385727568) < 1e-8
+
+
 def _blas_setting(entry: str, env: dict[str, str]) -> list:
     """(numpy loaded before the entry point?, OPENBLAS_NUM_THREADS seen after it) in a fresh process."""
     code = f"import json, os, sys\nimport {entry}\nprint(json.dumps([os.environ.get('OPENBLAS_NUM_THREADS')]))"

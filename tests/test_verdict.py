@@ -186,3 +186,17 @@ def test_decide_takes_the_more_severe_state(head, regressions, state, code):
     g = decide(head, [], fail_on="state", gate_on="interval", regression_states=regressions)
     assert (g.state, g.exit_code, g.passed, g.head_state) == (state, code, code == 0, head)
     assert g.regression_state == (None if regressions is None else (regressions[0] if regressions else "pass"))
+
+
+def test_an_unknown_rule_metric_is_refused_before_any_work(tmp_path):
+    from fairness._util.errors import FairnessError
+    from fairness.pipeline._options import RunOptions
+    from fairness.pipeline._run import run_audit
+    from fairness.suite._rules import DecisionRule
+
+    rule = DecisionRule(id="typo", metric="stereotype_kw_rat", threshold=0.1)
+    options = RunOptions(recordings=tmp_path, out=tmp_path / "out", audit=AuditOptions(rules=(rule,)))
+    with pytest.raises(FairnessError) as err:
+        run_audit(options)  # `tmp_path` holds no manifest: reading it would be a different error
+    assert str(err.value) == "rule `typo`: unknown metric `stereotype_kw_rat` (did you mean `stereotype_kw_rate`?)"
+    assert not (tmp_path / "out").exists()

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from scipy import special
 
+from fairness._util import special
 from fairness._util.canonical import json_number
 
 

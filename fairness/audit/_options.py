@@ -166,6 +166,12 @@ class AuditOptions(Frozen):
         chosen = self.rules if self.rules is not None else tuple(rules)
         out = []
         for rule in chosen:
+            if rule.metric not in METRICS:
+                import difflib
+
+                close = difflib.get_close_matches(rule.metric, list(METRICS), n=1)
+                hint = f" (did you mean `{close[0]}`?)" if close else f" (known metrics: {', '.join(METRICS)})"
+                raise FairnessError(f"rule `{rule.id}`: unknown metric `{rule.metric}`{hint}")
             if rule.kind == "regression" and self.regression_threshold is not None:
                 out.append(rule.model_copy(update={"threshold": self.regression_threshold}))
             elif rule.kind == "absolute" and self.threshold is not None:

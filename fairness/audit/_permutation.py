@@ -48,8 +48,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaln
 
+from fairness._util.special import gammaln
 from fairness.audit._cells import CellTable
 
 TIE = 1e-9
