@@ -471,6 +471,27 @@ def unit_var(value: float, kind: str) -> float:
     return value * (1 - value) if kind == "rate" else max(value, 0.0)
 
 
+def _support(p: float, n: float, deff: float, kind: str) -> tuple[int, int, float]:
+    """The first and last count `outcomes` keeps at true value p, and the design effect used."""
+    d = max(deff, 1.0) if math.isfinite(deff) else 1.0
+    mean, sd = n * p, math.sqrt(d * n * unit_var(p, kind))
+    lo = max(0, math.floor(mean - 9 * sd - 10))
+    hi = math.ceil(mean + 9 * sd + 10)
+    if kind == "rate":
+        hi = min(hi, math.floor(n))
+    return lo, hi, d
+
+
+def _survival(x: np.ndarray, n: float, d: float, p: float, kind: str) -> np.ndarray:
+    """P(count ≥ x) at true value p under the effective-sample model of `outcomes`."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if kind == "rate":
+            surv = np.where(x > n, 0.0, special.betainc(np.maximum(x, 1e-300) / d, np.maximum((n - x) / d + 1, 1e-300), p))
+        else:
+            surv = special.gammainc(np.maximum(x, 1e-300) / d, n * p / d)
+    return np.where(x <= 0, 1.0, surv)
+
+
 def outcomes(p: float, n: float, deff: float, kind: str) -> tuple[np.ndarray, np.ndarray]:
     """The row counts x a slice of n rows can show at true value p, and their probabilities.
 
@@ -482,19 +503,9 @@ def outcomes(p: float, n: float, deff: float, kind: str) -> tuple[np.ndarray, np
     tail sum at integer arguments and interpolates it at the effective n. Counts beyond 9 sd
     (plus 10 rows) of the mean carry < 1e-18 and are left out.
     """
-    d = max(deff, 1.0) if math.isfinite(deff) else 1.0
-    mean, sd = n * p, math.sqrt(d * n * unit_var(p, kind))
-    lo = max(0, math.floor(mean - 9 * sd - 10))
-    hi = math.ceil(mean + 9 * sd + 10)
-    if kind == "rate":
-        hi = min(hi, math.floor(n))
+    lo, hi, d = _support(p, n, deff, kind)
     x = np.arange(lo, hi + 2, dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if kind == "rate":
-            surv = np.where(x > n, 0.0, special.betainc(np.maximum(x, 1e-300) / d, np.maximum((n - x) / d + 1, 1e-300), p))
-        else:
-            surv = special.gammainc(np.maximum(x, 1e-300) / d, n * p / d)
-    surv = np.where(x <= 0, 1.0, surv)
+    surv = _survival(x, n, d, p, kind)
     return x[:-1], np.maximum(surv[:-1] - surv[1:], 0.0)
 
 
@@ -503,36 +514,58 @@ def _bounds(x: np.ndarray, n: float, deff: float, kind: str, end: str, level: fl
     return (lower if end == "lower" else upper)(x / d, n / d, kind, level)
 
 
+def _bound1(x: float, n: float, kind: str, end: str, level: float) -> float:
+    """`lower`/`upper` for one effective count in scalar arithmetic: the same ufuncs on the same
+    float64 arguments (so the same bits), without the array overhead the power searches would
+    pay on thousands of single-count calls."""
+    if not n > 0:
+        return math.nan
+    if end == "lower":
+        if not x > 0:
+            return 0.0
+        if kind == "rate":
+            return float(special.betaincinv(x, max(n - x + 1, 1e-300), level))
+        return float(special.gammaincinv(x, level)) / n
+    if kind == "rate":
+        return float(special.betaincinv(x + 1, n - x if n - x > 0 else 1.0, 1 - level)) if x < n else 1.0
+    return float(special.gammaincinv(x + 1, 1 - level)) / n
+
+
 def slice_reach(p: float, n: float, deff: float, kind: str, side: Side) -> float:
     """Exact probability that one slice's bound at `side`'s end and level reaches the verdict.
 
     The bounds rise with the count, so the counts that reach it are those past one critical
-    count (above it for an upward verdict, below for a downward one), found by bisection: a
-    dozen bound evaluations instead of one per count.
-    """
-    x, pmf = outcomes(p, n, deff, kind)
+    count (above it for an upward verdict, below for a downward one), found by bisection over the
+    counts `outcomes` keeps — a dozen scalar bound evaluations instead of one per count — and
+    their probability is a difference of two survival values (the tail sum of `outcomes`)."""
+    lo, hi, d = _support(p, n, deff, kind)
 
-    def hit(i: int) -> bool:
-        return bool(side.reached(_bounds(x[i:i + 1], n, deff, kind, side.end, side.level))[0])
+    def hit(x: int) -> bool:
+        return bool(side.reached(np.float64(_bound1(x / d, n / d, kind, side.end, side.level))))
 
-    lo, hi = 0, len(x) - 1
-    if side.up:  # the first index that reaches it
+    def tail(a: int, b: int) -> float:
+        """P(a ≤ count ≤ b)."""
+        sa, sb = _survival(np.array([a, b + 1], dtype=np.float64), n, d, p, kind)
+        return max(float(sa - sb), 0.0)
+
+    first, last = lo, hi
+    if side.up:  # the first count that reaches it
         if not hit(hi):
             return 0.0
         if hit(lo):
-            return float(pmf.sum())
+            return tail(first, last)
         while hi - lo > 1:
             mid = (lo + hi) // 2
             lo, hi = (lo, mid) if hit(mid) else (mid, hi)
-        return float(pmf[hi:].sum())
-    if not hit(lo):  # the last index that reaches it
+        return tail(hi, last)
+    if not hit(lo):  # the last count that reaches it
         return 0.0
     if hit(hi):
-        return float(pmf.sum())
+        return tail(first, last)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if hit(mid) else (lo, mid)
-    return float(pmf[:lo + 1].sum())
+    return tail(first, lo)
 
 
 def pair_reach(pi: float, ni: float, di: float, pj: float, nj: float, dj: float, kind: str, side: Side) -> float:
