@@ -69,6 +69,18 @@ def write_recording_set(
     return directory
 
 
+@pytest.fixture
+def git_repo(tmp_path, monkeypatch) -> Path:
+    """An empty git repository at `tmp_path/repo`, the working directory for the test."""
+    import subprocess
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["git", "-C", str(root), "init", "-q"], check=True, capture_output=True)
+    monkeypatch.chdir(root)
+    return root
+
+
 @pytest.fixture(scope="session")
 def default_suite() -> Suite:
     from fairness import load_suite

@@ -68,12 +68,8 @@ def commit(repo: Path, message: str) -> str:
 
 
 @pytest.fixture
-def repo(tmp_path, monkeypatch) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q")
-    monkeypatch.chdir(root)
-    return root
+def repo(git_repo: Path) -> Path:
+    return git_repo
 
 
 def write_suite(repo: Path, **changes) -> Path:

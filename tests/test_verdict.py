@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from test_action import parse_output_file, workflow_commands
-from test_baseline_ref import clean, commit, git, record, regressed, run, write_suite
+from test_baseline_ref import clean, commit, record, regressed, run, write_suite
 
 from fairness.action import _main as _action
 from fairness.audit._gate import ACTION_FAIL_ON, DEFAULT_FAIL_ON, FAIL_ON_CHOICES, decide, exit_code
@@ -26,12 +26,8 @@ from fairness.cli import _main as cli
 
 
 @pytest.fixture
-def repo(tmp_path, monkeypatch) -> Path:
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q")
-    monkeypatch.chdir(root)
-    return root
+def repo(git_repo: Path) -> Path:
+    return git_repo
 
 
 HEAD_WORDS = ("the evidence does not settle a decision rule either way (0/1 rule checks beyond the threshold at the "

@@ -550,22 +550,22 @@ def slice_reach(p: float, n: float, deff: float, kind: str, side: Side) -> float
 
     first, last = lo, hi
     if side.up:  # the first count that reaches it
-        if not hit(hi):
-            return 0.0
-        if hit(lo):
-            return tail(first, last)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (lo, mid) if hit(mid) else (mid, hi)
-        return tail(hi, last)
-    if not hit(lo):  # the last count that reaches it
-        return 0.0
-    if hit(hi):
-        return tail(first, last)
+        f = _first(first, last, hit)
+        return 0.0 if f is None else tail(f, last)
+    f = _first(first, last, lambda x: not hit(x))  # the first count past the last that reaches it
+    return tail(first, last) if f is None else (0.0 if f == first else tail(first, f - 1))
+
+
+def _first(lo: int, hi: int, pred: Callable[[int], bool]) -> int | None:
+    """The first x in [lo, hi] where `pred` (false, then true) holds, by bisection; None if it never does."""
+    if not pred(hi):
+        return None
+    if pred(lo):
+        return lo
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if hit(mid) else (lo, mid)
-    return tail(first, lo)
+        lo, hi = (lo, mid) if pred(mid) else (mid, hi)
+    return hi
 
 
 def pair_reach(pi: float, ni: float, di: float, pj: float, nj: float, dj: float, kind: str, side: Side) -> float:
