@@ -21,6 +21,7 @@ from fairness.report._render import (
     caveat_lines,
     comparison_md,
     intervals_note,
+    rules_as_checked,
     settle_md,
     verdict_line,
     worst_slice_interval,
@@ -269,15 +270,15 @@ def card_html(run: FairnessRun, suite: Suite) -> str:
                   "</ul></details>"]
     if not r.is_audited_model:
         parts.append(f'<p class="warn"><strong>Test model, not the audited model.</strong> {escape(r.model_note or "")}</p>')
-    parts += _markdown_blocks(comparison_md(run))
     if run.stability:
         parts += ["<ul>", *(f"<li>{escape(s.summary)}</li>" for s in run.stability), "</ul>"]
+    parts += _markdown_blocks(comparison_md(run, icons=False))
     parts += ["<h2>Per-family results</h2>", _family_table(run),
               f"<p>{_inline_md(intervals_note(run))}</p>"]
     settle = settle_md(run)
     if settle:
         parts += ["<h2>How many more seeds would settle it</h2>", *_markdown_blocks(settle)]
-    rules = [f"<li>{escape(rule.describe())}</li>" for rule in suite.rules]
+    rules = [f"<li>{escape(rule.describe())}</li>" for rule in rules_as_checked(run, suite)]
     if rules:
         parts += ["<h2>Decision rules</h2>", "<ul>", *rules, "</ul>"]
     parts.append(f"<h2><code>{escape(metric)}</code> per slice, by family</h2>")

@@ -13,6 +13,7 @@ import yaml
 from fairness.audit._audit import FairnessRun, MetricResult
 from fairness.report._charts import deciding_metric, mermaid_charts
 from fairness.score._catalog import METRICS
+from fairness.suite._rules import DecisionRule
 from fairness.suite._suite import Suite
 
 SUMMARY_CAP = 1024 * 1024 - 1
@@ -115,15 +116,18 @@ def comparison_line(run: FairnessRun) -> str:
     return f"base vs head: {_regression_words(run)}; every metric's change in {comp.diff_path}"
 
 
-def comparison_md(run: FairnessRun) -> str:
-    """Base vs head as Markdown: one row per regression check, the head's worst slice named."""
+def comparison_md(run: FairnessRun, *, icons: bool = True) -> str:
+    """Base vs head as Markdown: one row per regression check, the head's worst slice named.
+    `icons=False` leaves out the state emoji (card.html colours the states instead)."""
+    icon = ICONS if icons else dict.fromkeys(ICONS, "")
     comp = run.comparison
     if comp is None:
         return ""
     if not comp.ran:
         return f"### Base vs head\n\n_Skipped: {comp.note}_\n"
+    mark = icon[comp.state or "pass"]
     lines = ["### Base vs head", "",
-             f"{ICONS[comp.state or 'pass']} {_regression_words(run)}; "
+             f"{mark + ' ' if mark else ''}{_regression_words(run)}; "
              f"{'paired by grid cell' if comp.paired else 'unpaired: the grids differ'}.", ""]
     if comp.checks:
         lines += ["| rule | scope | worst slice (head) | base → head | change [CI] | threshold | state |",
@@ -132,10 +136,19 @@ def comparison_md(run: FairnessRun) -> str:
             change = "n/a" if c.change is None else f"{c.change:+.3f}"
             ci = f" [{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]" if c.ci and None not in c.ci else ""
             lines.append(f"| {c.rule} | {c.scope} | {c.slice or 'n/a'} | {_fmt(c.base)} → {_fmt(c.head)} | {change}{ci} "
-                         f"| {c.comparator} {c.threshold:g} | {ICONS[c.state]} {c.state} |")
+                         f"| {c.comparator} {c.threshold:g} | {f'{icon[c.state]} ' if icon[c.state] else ''}{c.state} |")
         lines += ["", "The change's interval combines the two runs' exact intervals (MOVER); its breaching end is "
                       "Holm-adjusted across the families a rule quantifies over."]
     return "\n".join(lines) + "\n"
+
+
+def rules_as_checked(run: FairnessRun, suite: Suite) -> list[DecisionRule]:
+    """The suite's rules with the thresholds the run checked them at (after `--threshold` or
+    `--regression-threshold`), so a card never states a threshold the verdict did not use."""
+    checked = {c.rule: c.threshold for c in run.rules}
+    if run.comparison is not None:
+        checked.update({c.rule: c.threshold for c in run.comparison.checks})
+    return [r.model_copy(update={"threshold": checked[r.id]}) if r.id in checked else r for r in suite.rules]
 
 
 def caveat_lines(run: FairnessRun) -> list[str]:
@@ -394,7 +407,8 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None) 
             {"name": m.metric, "definition": m.description, "unit": m.kind}
             for m in run.metrics
         ],
-        "decision_rules": [{"rule": _rule_text(rule), "rationale": rule.rationale or "Set in the suite."} for rule in suite.rules]
+        "decision_rules": [{"rule": _rule_text(rule), "rationale": rule.rationale or "Set in the suite."}
+                           for rule in rules_as_checked(run, suite)]
         + [{"rule": "Report worst-slice values per metric, not just means.", "rationale": "Average and worst-case behaviour can differ by an order of magnitude."}],
         "example_result": {
             "description": "Computed by this run from the replayed recordings.",
