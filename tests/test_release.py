@@ -117,11 +117,13 @@ def test_release_runs_on_v1_tags_with_least_privilege(release):
     assert release[True] == {"push": {"tags": ["v1.*.*"]}}  # YAML 1.1 reads the key `on` as True
     assert release["permissions"] == {}
     assert release["jobs"]["images"]["permissions"] == {"contents": "read", "packages": "write"}
-    assert release["jobs"]["major-tag"]["permissions"] == {"contents": "write"}
-    assert release["jobs"]["major-tag"]["needs"] == "images"
+    assert release["jobs"]["wheel"]["permissions"] == {"contents": "write"}
+    assert release["jobs"]["major-tag"]["permissions"] == {}
+    assert (release["jobs"]["wheel"]["needs"], release["jobs"]["major-tag"]["needs"]) == ("images", "wheel")
+    assert release["jobs"]["major-tag"]["environment"] == "release"  # the App's key; deployment tags v1.*
 
 
-def test_release_pushes_both_images_to_ghcr(release):
+def test_release_pushes_both_images_to_ghcr_and_records_their_digests(release):
     job = release["jobs"]["images"]
     assert job["strategy"]["matrix"]["target"] == ["replay", "live"]
     uses = {s["uses"].split("@")[0]: s for s in job["steps"] if "uses" in s}
@@ -130,13 +132,44 @@ def test_release_pushes_both_images_to_ghcr(release):
     assert build["push"] is True and build["target"] == "${{ matrix.target }}"
     script = next(s["run"] for s in job["steps"] if s.get("id") == "names")
     assert '"${image}:${TAG}${suffix}"' in script and '"${image}:v1${suffix}"' in script
+    record = next(s for s in job["steps"] if s.get("name") == "Record the digest")
+    assert record["env"]["DIGEST"] == "${{ steps.push.outputs.digest }}"
+    assert 'echo "${IMAGE}@${DIGEST}" > "digest/${TARGET}.txt"' in record["run"]
+    assert uses["actions/upload-artifact"]["with"]["name"] == "digest-${{ matrix.target }}"
 
 
-def test_release_moves_v1_to_the_release_commit(release):
-    (step,) = release["jobs"]["major-tag"]["steps"]
-    assert step["env"]["SHA"] == "${{ github.sha }}"
-    assert 'git/refs/tags/v1" -f sha="$SHA" -F force=true' in step["run"]
-    assert "-f ref=refs/tags/v1" in step["run"]
+def test_release_stamps_the_commit_into_the_wheel_it_publishes(release):
+    steps = release["jobs"]["wheel"]["steps"]
+    build = next(s for s in steps if s.get("name", "").startswith("Stamp the release"))
+    assert build["env"] == {"TAG": "${{ github.ref_name }}", "REPOSITORY": "${{ github.repository }}", "SHA": "${{ github.sha }}"}
+    lines = build["run"].splitlines()
+    stamp = lines.index('python scripts/stamp_release.py --repository "$REPOSITORY" --ref "$SHA" --tag "$TAG"')
+    assert stamp < next(i for i, ln in enumerate(lines) if "pip wheel" in ln)  # stamped before the wheel is built
+    publish = steps[-1]
+    assert 'gh release create "$TAG" dist/*.whl --repo "$REPOSITORY" --verify-tag' in publish["run"]
+    assert 'replay="$(cat digest/replay.txt)"' in publish["run"] and 'live="$(cat digest/live.txt)"' in publish["run"]
+
+
+def test_release_moves_v1_with_the_app_token_not_github_token(release):
+    job = release["jobs"]["major-tag"]
+    mint, move = job["steps"]
+    assert mint["uses"] == "actions/create-github-app-token@df432ceedc7162793a195dd1713ff69aefc7379e"
+    assert mint["with"] == {"app-id": "${{ vars.FAIRNESS_RELEASE_APP_ID }}",
+                            "private-key": "${{ secrets.FAIRNESS_RELEASE_APP_PRIVATE_KEY }}",
+                            "permission-contents": "write", "permission-workflows": "write"}
+    assert move["env"]["GH_TOKEN"] == "${{ steps.app-token.outputs.token }}" and mint["id"] == "app-token"
+    assert move["env"]["SHA"] == "${{ github.sha }}"
+    assert 'git/refs/tags/v1" -f sha="$SHA" -F force=true' in move["run"]
+    assert "-f ref=refs/tags/v1" in move["run"]
+    text = yaml.safe_dump(job)
+    assert "GITHUB_TOKEN" not in text and "github.token" not in text
+
+
+def test_the_app_action_is_pinned_like_the_nightlys():
+    nightly = (REPO / ".github" / "workflows" / "nightly-regenerate.yml").read_text()
+    release_text = (REPO / ".github" / "workflows" / "release.yml").read_text()
+    pin = "actions/create-github-app-token@df432ceedc7162793a195dd1713ff69aefc7379e # v2.0.6"
+    assert pin in nightly and pin in release_text
 
 
 # -- release hygiene ---------------------------------------------------------------------

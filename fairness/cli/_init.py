@@ -19,18 +19,18 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import subprocess
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from urllib.parse import urlparse
 
+from fairness import _release
 from fairness._util.errors import FairnessError
 from fairness._version import __version__
 
 DEFAULT_SUITE = "fairness-cards/qwen-v0.1"
-ACTION_REPO = "llm-fairness-check/llm-fairness-check"
-"""Where the Action is published; `--action-ref` names another (a fork, a mirror)."""
+ACTION_REPO = _release.ACTION_REPOSITORY
+"""Where the Action is published (fairness/_release.py); `--action-ref` names another (a fork, a mirror)."""
 PR_WORKFLOW = ".github/workflows/fairness-check.yml"
 REGEN_WORKFLOW = ".github/workflows/fairness-regenerate.yml"
 SUITE_COPY = "fairness-check/suite.yaml"
@@ -73,7 +73,8 @@ def register(sub) -> None:
     p.add_argument("--suite", help=f"suite the workflows use (default: {SUITE_COPY} with --with-suite, else {DEFAULT_SUITE})")
     p.add_argument("--action-ref",
                    help="the Action to pin, OWNER/REPO@<40-hex commit> or a bare commit of "
-                        f"{ACTION_REPO} (default: the commit of the llm-fairness-check checkout this package runs from)")
+                        f"{ACTION_REPO} (default: the release this package was built from; a source install "
+                        "has none and needs this flag)")
     p.add_argument("--schedule", default="17 4 * * 1", help="cron schedule of the regeneration workflow (default: weekly)")
     p.add_argument("--force", action="store_true", help="overwrite existing files")
     p.set_defaults(handler=cmd_init)
@@ -142,26 +143,26 @@ def _slug(model: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", model.rstrip("/").rsplit("/", 1)[-1]).strip("-.") or "model"
 
 
-def action_ref(value: str | None, package_dir: Path | None = None) -> tuple[str, str]:
-    """(OWNER/REPO, 40-hex sha) to pin: given, or the commit of the checkout this package runs from."""
+NO_REF = ("no Action commit to pin: this llm-fairness-check was not built by a release; pass --action-ref "
+          f"{ACTION_REPO}@<40-hex sha> (the sha of `v1`: git ls-remote https://github.com/{ACTION_REPO} refs/tags/v1)")
+
+
+def action_ref(value: str | None, stamped: tuple[str, str | None, str | None] | None = None) -> tuple[str, str, str]:
+    """(OWNER/REPO, 40-hex sha, version comment) to pin: `--action-ref`, else the release stamped into
+    fairness/_release.py (`stamped` stands in for it in tests); neither is bad input, never a guess."""
     if value:
         repo, _, sha = value.rpartition("@")
         repo = repo or ACTION_REPO
         if not _REPO.fullmatch(repo) or not _SHA.fullmatch(sha):
             raise FairnessError(f"`--action-ref` {value!r} must be OWNER/REPO@<40-hex commit sha> or a bare 40-hex sha "
                                 "(a tag or branch can move; a full sha cannot)")
-        return repo, sha
-    where = package_dir or Path(__file__).resolve().parents[2]
-    try:
-        proc = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=False, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        proc = None
-    sha = proc.stdout.strip() if proc is not None and proc.returncode == 0 else ""
-    if not _SHA.fullmatch(sha) or not (where / "action.yml").is_file():
-        raise FairnessError("cannot tell which commit of the Action to pin (this package is not running from a "
-                            f"llm-fairness-check checkout): pass --action-ref {ACTION_REPO}@<40-hex sha of the release>")
-    return ACTION_REPO, sha
+        return repo, sha, "pinned with --action-ref"
+    repo, ref, tag = stamped or (_release.ACTION_REPOSITORY, _release.ACTION_REF, _release.ACTION_TAG)
+    if ref is None:
+        raise FairnessError(NO_REF)
+    if not _REPO.fullmatch(repo) or not _SHA.fullmatch(ref):  # a bad stamp is a bug in the release, not input
+        raise RuntimeError(f"fairness/_release.py holds an invalid pin {repo!r}@{ref!r}")
+    return repo, ref, tag or "release"
 
 
 def _base_url(value: str | None, provider: str) -> str | None:
@@ -221,13 +222,13 @@ def _suite_copy(name: str) -> str:
     return head + body
 
 
-def plan(args, package_dir: Path | None = None) -> Plan:
+def plan(args) -> Plan:
     provider = args.provider
     model = _model(args.model)
     base_url = _base_url(args.base_url, provider)
     secret = _secret(args.secret, provider)
     runner = _runner(args.runner, provider)
-    repo, sha = action_ref(args.action_ref, package_dir)
+    repo, sha, pin_note = action_ref(args.action_ref)
     if args.suite and args.with_suite:
         raise FairnessError("`--with-suite` writes its own suite; drop `--suite`")
     suite = _repo_path("suite", args.suite or (SUITE_COPY if args.with_suite else DEFAULT_SUITE))
@@ -245,7 +246,7 @@ def plan(args, package_dir: Path | None = None) -> Plan:
     tokens = {
         "VERSION": __version__, "RECORDINGS": recordings,  # in comments and a block scalar: plain text there
         "EXTRAS": EXTRAS[provider], "ENGINE": engine, "GENERATE_ARGS": gen_args, "SECRET_ENV": secret_env,
-        "PROVIDER_NOTE": note,
+        "PROVIDER_NOTE": note, "PIN_NOTE": pin_note,
         "Q_ACTION": _yaml(f"{repo}@{sha}"), "Q_ACTION_REPO": _yaml(repo), "Q_ACTION_SHA": _yaml(sha),
         "Q_SUITE": _yaml(suite), "Q_RECORDINGS": _yaml(recordings), "Q_MODEL": _yaml(model), "Q_CRON": _yaml(args.schedule),
         "Q_RUNS_ON": _yaml(RUNNERS[runner]),

@@ -416,7 +416,7 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None) 
             "rows": rows,
         },
         "reproducibility": {
-            "code_url": "https://github.com/org/llm-fairness-check",
+            "code_url": "https://github.com/fairness-cards/llm-fairness-check",
             "license": "MIT",
             "data_release": f"{r.path} ({r.rows} records)",
             "seeds": list(suite.seeds),
