@@ -41,7 +41,11 @@ WORKDIR /github/workspace
 # all from requirements/live.lock (the replay pins, the extras, setuptools).
 FROM base AS live
 COPY requirements/live.lock /opt/llm-fairness-check/requirements/
-RUN pip install --no-cache-dir --require-hashes --only-binary :all: -r /opt/llm-fairness-check/requirements/live.lock
+# A torch that the locked transformers refuses (it disables PyTorch below its minimum) fails the
+# build here, not the nightly: the engine classes load and transformers sees torch.
+# tests/test_locks.py runs this same command in a venv built from live.lock on the CPU.
+RUN pip install --no-cache-dir --require-hashes --only-binary :all: -r /opt/llm-fairness-check/requirements/live.lock \
+ && python -c "import torch, transformers; from transformers.utils import is_torch_available; assert is_torch_available(), f'transformers {transformers.__version__} does not accept torch {torch.__version__}'; from fairness.generate.engines.transformers import TransformersEngine; from fairness.generate.engines.llamacpp import LlamaCppEngine; print('live engines load: torch', torch.__version__, 'transformers', transformers.__version__)"
 ENTRYPOINT ["python", "/opt/llm-fairness-check/entrypoint.py"]
 
 # Default target (last stage): replay only, no model, no network.

@@ -1,6 +1,11 @@
 """A stand-in for `vllm serve` in the workflow test: an OpenAI-compatible server on 127.0.0.1.
 
-    python tests/standin_vllm.py serve MODEL --port PORT [any other vllm flags]
+    python tests/standin_vllm.py serve MODEL --port PORT [other vllm serve flags]
+
+Like the real server it refuses an option that the pinned vLLM does not define: the options are
+requirements/vllm-serve-flags.json (parsed from the wheel requirements/vllm.lock pins, by
+scripts/vllm_flags.py), so a workflow passing a flag that `vllm serve` would reject fails here too
+(exit 2, one line on stderr, as argparse does). Its version is the pinned one, `+standin`.
 
 It answers /health, /version (as vLLM does) and /v1/chat/completions with a deterministic
 echo of the prompt, temperature and seed, plus `$STANDIN_NIGHT`, so two "nights" give
@@ -10,13 +15,23 @@ different outputs. It is not a model: its text only ever lands in a test's tmp d
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from http.server import ThreadingHTTPServer
+from pathlib import Path
 
 from local_server import JsonHandler
 
-VERSION = "0.8.5+standin"
+SERVE_FLAGS = json.loads((Path(__file__).resolve().parents[1] / "requirements" / "vllm-serve-flags.json").read_text())
+VERSION = f"{SERVE_FLAGS['vllm']}+standin"
+
+
+def unknown_options(argv: list[str]) -> list[str]:
+    """The options in argv that the pinned `vllm serve` does not define (`--a_b` is `--a-b`, as in vLLM)."""
+    defined = set(SERVE_FLAGS["flags"])
+    options = [a.split("=", 1)[0] for a in argv if a.startswith("-") and a != "-"]
+    return [o for o in options if o not in defined and "--" + o[2:].replace("_", "-") not in defined]
 
 
 class Handler(JsonHandler):
@@ -45,6 +60,11 @@ class Handler(JsonHandler):
 
 
 def main(argv: list[str]) -> None:
+    unknown = unknown_options(argv[1:])
+    if unknown:
+        print(f"vllm serve: error: unrecognized arguments: {' '.join(unknown)} (not defined by vllm {SERVE_FLAGS['vllm']})",
+              file=sys.stderr)
+        raise SystemExit(2)
     parser = argparse.ArgumentParser()
     parser.add_argument("command", choices=["serve"])
     parser.add_argument("model")

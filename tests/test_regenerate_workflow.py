@@ -32,6 +32,7 @@ import pytest
 import yaml
 from local_server import JsonHandler, serve, stop
 from runner_standin import _condition, interpolate
+from standin_vllm import VERSION as STANDIN_VERSION
 from test_action import parse_output_file
 
 from fairness.cli import main as cli_main
@@ -347,7 +348,7 @@ def test_the_nightly_workflow_regenerates_in_place_and_opens_a_checked_pr(world)
     manifest = json.loads(_git(remote, "show", f"{branch}:{RECORDINGS}/{MANIFEST}"))
     assert manifest["model"]["id"] == MODEL and manifest["model"]["revision"] == REVISION
     assert manifest["backend"]["engine"] == "openai"
-    assert manifest["backend"]["server"] == {"name": "vllm", "version": "0.8.5+standin"}
+    assert manifest["backend"]["server"] == {"name": "vllm", "version": STANDIN_VERSION}
     assert manifest["complete"] is True and manifest["shard"] is None and manifest["rows"] == 12
     assert manifest["backend"]["details"]["merged_from"] == ["1/2", "2/2"]
     merged = subprocess.run(["git", "show", f"{branch}:{RECORDINGS}/{RECORDS}"], cwd=remote, check=True,
@@ -374,7 +375,7 @@ def test_the_nightly_workflow_regenerates_in_place_and_opens_a_checked_pr(world)
     verdict = verdict_line(load_run(work / "head"))
     diff = (work / "diff.md").read_text().strip()
     assert body.startswith(f"{verdict}\n\n## Change against the committed recordings\n\n{diff}\n")
-    assert f"at revision `{REVISION}`" in body and "served by vllm 0.8.5+standin" in body
+    assert f"at revision `{REVISION}`" in body and f"served by vllm {STANDIN_VERSION}" in body
 
 
 def test_the_stand_in_keeps_the_case_of_an_or_value_and_compares_without_it():
