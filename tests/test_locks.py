@@ -377,3 +377,41 @@ def test_the_standin_server_refuses_a_flag_the_pinned_vllm_does_not_define():
     assert res.stderr == ("vllm serve: error: unrecognized arguments: --disable-log-requests-typo "
                           f"(not defined by vllm {vllm})\n")
     assert unknown_options(["m", "--max_model_len", "8", "--seed=0"]) == []
+
+
+_IMPORT_EVERY_TEST_MODULE = """
+import importlib, json, sys, pathlib
+import pytest
+tests = pathlib.Path(sys.argv[1])
+sys.path.insert(0, str(tests))
+outcome = {}
+for path in sorted(tests.glob("test_*.py")):
+    try:
+        importlib.import_module(path.stem)
+        outcome[path.stem] = "imported"
+    except pytest.skip.Exception as exc:
+        outcome[path.stem] = "skipped: " + str(exc)
+    except BaseException as exc:
+        outcome[path.stem] = "failed: " + type(exc).__name__ + ": " + str(exc)
+print(json.dumps(outcome))
+"""
+
+
+@pytest.mark.registry
+def test_every_test_module_imports_in_a_venv_with_only_the_test_extra(uv, tmp_path_factory):
+    """The `test` extra holds everything the tests import: in a fresh venv with the package and that
+    extra alone (no `live`, no `hosted`), every test module imports, or skips itself with its reason
+    (`pytest.importorskip` of an engine library) — none fails on a missing package."""
+    venv = tmp_path_factory.mktemp("test-extra-venv")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run([str(uv), "pip", "install", "--quiet", "--python", str(python), "-e", f"{REPO}[test]"],
+                   check=True, timeout=900)
+    result = subprocess.run([str(python), "-c", _IMPORT_EVERY_TEST_MODULE, str(REPO / "tests")],
+                            capture_output=True, text=True, timeout=600, cwd=REPO, check=False,
+                            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    # today every module imports (the engine libraries are imported inside the tests that need them);
+    # a module that importorskips one at the top would show here as "skipped: <reason>"
+    assert outcome == {p.stem: "imported" for p in sorted((REPO / "tests").glob("test_*.py"))}
