@@ -197,7 +197,7 @@ def _test_imports() -> dict[str, list[str]]:
     and `importlib.import_module` of a literal name) → the files importing each."""
     import ast
 
-    local = {p.stem for p in (REPO / "tests").glob("*.py")} | {"fairness"}
+    local = {p.stem for folder in ("tests", "scripts", "benchmarks") for p in (REPO / folder).glob("*.py")} | {"fairness"}
     found: dict[str, list[str]] = {}
     for path in sorted((REPO / "tests").glob("*.py")):
         names: set[str] = set()
