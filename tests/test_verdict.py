@@ -198,3 +198,12 @@ def test_an_unknown_rule_metric_is_refused_before_any_work(tmp_path):
         run_audit(options)  # `tmp_path` holds no manifest: reading it would be a different error
     assert str(err.value) == "rule `typo`: unknown metric `stereotype_kw_rat` (did you mean `stereotype_kw_rate`?)"
     assert not (tmp_path / "out").exists()
+
+
+def test_a_base_run_inside_out_is_never_cleared(repo):
+    base = regression_scenario(repo)
+    assert run("--baseline-ref", base) == 1  # writes out/base (the audited base) and out/diff
+    assert run("--baseline", "out/base") == 1  # the same base, now named as a run: it must survive
+    assert Path("out/base/results.json").is_file() and Path("out/diff/diff.json").is_file()
+    results = json.loads(Path("out/results.json").read_text())
+    assert (results["comparison"]["base"], results["gate"]["regression_state"]) == ("run `out/base`", "fail")

@@ -39,10 +39,13 @@ OWN_FILE = {BASE_DIR: "results.json", DIFF_DIR: "diff.json"}
 """The file that marks `<out>/base` and `<out>/diff` as a comparison's (cleared when a run makes none)."""
 
 
-def stale_comparison(out: Path, written: Sequence[str]) -> set[str]:
-    """The comparison folders an earlier run left in `out` that this run does not write."""
+def stale_comparison(out: Path, written: Sequence[str], keep: Path | None = None) -> set[str]:
+    """The comparison folders an earlier run left in `out` that this run does not write; never
+    the one holding `keep` (a base run the user named, e.g. `--baseline out/base`)."""
+    kept = keep.resolve() if keep is not None else None
     return {name for name, marker in OWN_FILE.items()
-            if name not in written and (out / name).is_dir() and (out / name / marker).is_file()}
+            if name not in written and (out / name).is_dir() and (out / name / marker).is_file()
+            and not (kept is not None and (kept == (out / name).resolve() or (out / name).resolve() in kept.parents))}
 
 
 def _fail_prefix(where: str, exc: FairnessError) -> FairnessError:

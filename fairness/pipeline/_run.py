@@ -238,7 +238,8 @@ def run_audit(options: RunOptions) -> RunOutputs:
                                                       resolved.regression_rules, options)
                     run = with_comparison(run, comparison)
                     diff_md_text = diff_md(d) if d is not None else ""
-                drop |= _baseline.stale_comparison(options.out, sorted(p.name for p in staging.iterdir()))
+                drop |= _baseline.stale_comparison(options.out, sorted(p.name for p in staging.iterdir()),
+                                                   keep=options.baseline)
                 _write_outputs(run, suite, staging, diff_md_text)
         except _InputError as err:
             raise err.error from None
