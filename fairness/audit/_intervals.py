@@ -325,16 +325,25 @@ def pair_difference(sb: SliceBounds, i: int, j: int, tail: float,
 
     `bounds`: `_pair_bounds(sb, tail)` and `r`: the pair's `cluster_corr`, when the caller
     already has them (one evaluation serves every pair, and both levels of a gap)."""
-    v = sb.cc.values
     lo, hi, lo0, hi0 = bounds if bounds is not None else _pair_bounds(sb, tail)
     if r is None:
         r = cluster_corr(sb.cc.sums[:, i], sb.cc.counts[:, i], sb.cc.sums[:, j], sb.cc.counts[:, j])
-    d = float(v[i] - v[j])
-    ai_lo, ai_hi, bj_lo, bj_hi = v[i] - lo[i], hi[i] - v[i], v[j] - lo[j], hi[j] - v[j]
-    r_low = capped_corr(r, ai_lo, bj_hi, v[i] - lo0[i], hi0[j] - v[j])
-    r_high = capped_corr(r, ai_hi, bj_lo, hi0[i] - v[i], v[j] - lo0[j])
-    low = d - math.sqrt(max(ai_lo**2 + bj_hi**2 - 2 * r_low * ai_lo * bj_hi, 0.0))
-    high = d + math.sqrt(max(ai_hi**2 + bj_lo**2 - 2 * r_high * ai_hi * bj_lo, 0.0))
+    v = sb.cc.values
+    return _pair_ends(float(v[i]), float(v[j]), float(lo[i]), float(hi[i]), float(lo[j]), float(hi[j]),
+                      float(lo0[i]), float(hi0[i]), float(lo0[j]), float(hi0[j]), r)
+
+
+def _pair_ends(vi: float, vj: float, lo_i: float, hi_i: float, lo_j: float, hi_j: float,
+               lo0_i: float, hi0_i: float, lo0_j: float, hi0_j: float, r: float) -> tuple[float, float]:
+    """`pair_difference` on plain floats (a gap evaluates it for every pair at two levels, and
+    numpy scalars cost several times as much per operation; the arithmetic is the same IEEE
+    float64 arithmetic, so the bounds are the same to the bit)."""
+    d = vi - vj
+    ai_lo, ai_hi, bj_lo, bj_hi = vi - lo_i, hi_i - vi, vj - lo_j, hi_j - vj
+    r_low = capped_corr(r, ai_lo, bj_hi, vi - lo0_i, hi0_j - vj)
+    r_high = capped_corr(r, ai_hi, bj_lo, hi0_i - vi, vj - lo0_j)
+    low = d - math.sqrt(max(ai_lo * ai_lo + bj_hi * bj_hi - 2 * r_low * ai_lo * bj_hi, 0.0))
+    high = d + math.sqrt(max(ai_hi * ai_hi + bj_lo * bj_lo - 2 * r_high * ai_hi * bj_lo, 0.0))
     return low, high
 
 
@@ -360,12 +369,14 @@ def gap_interval(sb: SliceBounds, alpha: float, *, low_tail: float | None = None
     t_low = lt / (2 * len(pairs))
     low, high = 0.0, 0.0
     at_low, at_high = _pair_bounds(sb, t_low), _pair_bounds(sb, ht)
-    corr = slice_corrs(sb.cc)
+    corr = slice_corrs(sb.cc).tolist()
+    v = sb.cc.values.tolist()
+    bl, bh = [b.tolist() for b in at_low], [b.tolist() for b in at_high]
     for i, j in pairs:
-        r = float(corr[i, j])
-        lo_ij, hi_ij = pair_difference(sb, i, j, t_low, at_low, r)
+        r = corr[i][j]
+        lo_ij, hi_ij = _pair_ends(v[i], v[j], bl[0][i], bl[1][i], bl[0][j], bl[1][j], bl[2][i], bl[3][i], bl[2][j], bl[3][j], r)
         low = max(low, lo_ij, -hi_ij)
-        lo_h, hi_h = pair_difference(sb, i, j, ht, at_high, r)
+        lo_h, hi_h = _pair_ends(v[i], v[j], bh[0][i], bh[1][i], bh[0][j], bh[1][j], bh[2][i], bh[3][i], bh[2][j], bh[3][j], r)
         high = max(high, hi_h, -lo_h)
     if not (math.isfinite(low) and math.isfinite(high)):
         return Interval(math.nan, math.nan, "paired-newcombe-simultaneous")
