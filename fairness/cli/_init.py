@@ -216,7 +216,13 @@ def _suite_copy(name: str) -> str:
     text = resources.files("fairness.suite").joinpath("builtin/qwen-v0.1.yaml").read_text(encoding="utf-8")
     head = (f"# An editable copy of the built-in suite `{DEFAULT_SUITE}` (llm-fairness-check {__version__}),\n"
             "# written by `llm-fairness-check init`. Edit the grid (families, placeholders, attributes, regimes,\n"
-            "# seeds) and the rules; a changed grid needs new recordings (`llm-fairness-check generate`).\n")
+            "# seeds) and the rules; a changed grid needs new recordings (`llm-fairness-check generate`).\n"
+            "# Say what the audit is for on its card (otherwise the card says the suite did not state it):\n"
+            "#   card:\n"
+            "#     intended_use: [\"What this audit's conclusions are for.\"]\n"
+            "#     out_of_scope: [\"Uses they do not support.\"]\n"
+            "#     model_description: \"The audited model or system, and how it is deployed.\"\n"
+            "#     contact: \"who answers for this audit\"\n")
     body, n = re.subn(r"(?m)^name: .*$", f"name: {name}", text, count=1)
     assert n == 1
     return head + body

@@ -141,6 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
     rv = rsub.add_parser("verify", help="check a recording set's checksums and coverage of the grid")
     _add_suite(rv)
     rv.add_argument("directory")
+    rr = rsub.add_parser("reseal", help="rewrite a recording set's checksums after a deliberate edit, noting who, when and why")
+    rr.add_argument("directory")
+    rr.add_argument("--reason", required=True, help="why the records were edited (kept in the manifest's history)")
+    rr.add_argument("--by", help="who resealed (default: git's user.name <user.email>, else $USER)")
 
     sc = sub.add_parser("schema", help="print the JSON Schema of results.json or of a recording manifest")
     sc.add_argument("name", choices=["results", "manifest"])
@@ -308,6 +312,8 @@ def cmd_recordings(args) -> int:
     from fairness.recordings._store import RecordingSet, ReplayProvider, merge_recordings
     from fairness.suite._suite import load_suite
 
+    if args.recordings_command == "reseal":
+        return cmd_reseal(args)
     if args.recordings_command == "merge":
         from fairness._util.files import check_output_dir
 
@@ -324,7 +330,21 @@ def cmd_recordings(args) -> int:
         ReplayProvider(rs, suite.system_prompt, suite.name).replay(cases)
         print(f"`{args.directory}`: checksums match; {len(rs)} records cover all {len(cases)} grid rows")
         return 0
-    raise FairnessError("llm-fairness-check recordings: choose `merge` or `verify`")
+    raise FairnessError("llm-fairness-check recordings: choose `merge`, `verify` or `reseal`")
+
+
+def cmd_reseal(args: argparse.Namespace) -> int:
+    from fairness.recordings._reseal import reseal
+
+    manifest, changes = reseal(Path(args.directory), args.reason, args.by)
+    if not changes:
+        print(one_line(f"`{args.directory}`: checksums already match; nothing resealed"))
+        return 0
+    for c in changes:
+        print(f"{c.path}: sha256 {c.old_sha256} -> {c.new_sha256}")
+    event = manifest.history[-1]
+    print(one_line(f"resealed `{args.directory}` ({len(changes)} file(s) changed) by {event.by} at {event.at}: {event.reason}"))
+    return 0
 
 
 def one_line(text: str) -> str:

@@ -133,9 +133,10 @@ def generate(
     backend = BackendInfo(**engine.backend_info())
     g_hash = grid_hash(all_cases, suite.system_prompt)
 
-    created = today()
+    created, history = today(), []
     if (out / MANIFEST).exists():
         old = read_manifest(out)
+        history = old.history  # a resumed set keeps the record of its reseals
         for what, mine, theirs in [
             ("grid (prompts, params, seeds, system prompt)", g_hash, old.grid_hash),
             ("model id", model.id, old.model.id),
@@ -173,6 +174,7 @@ def generate(
             rows=rows,
             complete=rows == len(cases),
             files=[DataFile(path=RECORDS, sha256=sha, rows=rows)],
+            history=history,
         )
         write_manifest(out, manifest)
         return manifest

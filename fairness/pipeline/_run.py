@@ -26,8 +26,9 @@ from fairness._util.files import check_output_dir, check_output_file, staged_out
 from fairness.audit._audit import FairnessRun, audit, audit_cells
 from fairness.audit._diff import diff_md
 from fairness.audit._gate import with_regressions
-from fairness.audit._results import Comparison
+from fairness.audit._results import Caveat, Comparison
 from fairness.evaluators._inputs import Sample, record_sample
+from fairness.pipeline._commands import replay_command, shown_path
 from fairness.pipeline._options import RunOptions
 from fairness.pipeline._stream import NotStreamable, stream_cells
 from fairness.recordings._record import join_rows
@@ -53,10 +54,7 @@ class RunOutputs:
 
 def _display_path(path: Path) -> str:
     """A path safe to commit and print: relative to the working directory when inside it."""
-    try:
-        return os.path.relpath(path.resolve(), Path.cwd())
-    except ValueError:
-        return path.name
+    return shown_path(path)
 
 
 _TRANSCRIPT = json.JSONEncoder(ensure_ascii=False)
@@ -240,7 +238,7 @@ def run_audit(options: RunOptions) -> RunOutputs:
                     diff_md_text = diff_md(d) if d is not None else ""
                 drop |= _baseline.stale_comparison(options.out, sorted(p.name for p in staging.iterdir()),
                                                    keep=options.baseline)
-                _write_outputs(run, suite, staging, diff_md_text)
+                _write_outputs(run, suite, staging, diff_md_text, replay_command(options))
         except _InputError as err:
             raise err.error from None
     files = {name: options.out / name for name in OUTPUTS}
@@ -360,18 +358,22 @@ def _with_evaluators(run: FairnessRun, collected: _Collected | None, options: Ru
         bootstrap=options.audit.bootstrap, seed=options.audit.seed,
         bbq_dir=options.bbq_recordings, bbq_items=options.bbq_items,
     )
-    return run.model_copy(update={"evaluators": extra})
+    skipped = [Caveat(code="evaluator-skipped", message=f"requested evaluator `{name}` could not run: {why}")
+               for name, why in extra.get("skipped", {}).items()]
+    for c in skipped:  # never silent: a warning now, and a caveat in every output
+        print(f"warning: {c.message}", file=sys.stderr)
+    return run.model_copy(update={"evaluators": extra, "caveats": [*run.caveats, *skipped]})
 
 
-def _write_outputs(run: FairnessRun, suite: Suite, staging: Path, diff_md_text: str = "") -> None:
-    """Write the outputs other than the transcripts into `staging`."""
-    c = card(run, suite)
+def _write_outputs(run: FairnessRun, suite: Suite, staging: Path, diff_md_text: str = "", replay: str | None = None) -> None:
+    """Write the outputs other than the transcripts into `staging`; `replay` is the command the card names."""
+    c = card(run, suite, replay_command=replay)
     texts = {
         "results.json": results_json(run),
         "summary.md": summary_md(run, extra_sections=[_peer_md(run), diff_md_text]),
         "card.yaml": card_yaml(c),
         "card.md": card_md(c),
-        "card.html": card_html(run, suite),
+        "card.html": card_html(run, suite, replay),
     }
     for name, text in texts.items():
         write_atomic(staging / name, text)

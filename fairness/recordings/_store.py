@@ -23,7 +23,7 @@ import os
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 from pydantic_core import SchemaValidator
@@ -210,6 +210,32 @@ class BackendInfo(Strict):
     """The serving engine behind an OpenAI-compatible `--base-url`, where the server reports it."""
 
 
+class FileChange(Strict):
+    """One data file whose checksum a reseal rewrote."""
+
+    path: str
+    """Relative to the recording directory."""
+    old_sha256: str
+    """The sha256 the manifest held before the reseal."""
+    new_sha256: str
+    """The sha256 of the file as resealed."""
+
+
+class ManifestEvent(Strict):
+    """A deliberate change to a recording set after it was recorded (e.g. a reseal)."""
+
+    action: Literal["reseal"]
+    """What was done: `reseal` rewrote the data files' checksums after a deliberate edit."""
+    by: str
+    """Who did it (`--by`, else git's user.name <user.email>, else $USER)."""
+    at: str
+    """When, in UTC (ISO 8601)."""
+    reason: str
+    """Why, as given with `--reason`."""
+    changes: list[FileChange]
+    """The data files whose sha256 changed, old and new."""
+
+
 class Manifest(Strict):
     """Provenance of a recording set; `files` pins each data file by sha256."""
 
@@ -251,6 +277,8 @@ class Manifest(Strict):
     """Whether every expected row is recorded."""
     files: list[DataFile]
     """The data files, each pinned by sha256."""
+    history: list[ManifestEvent] = Field(default_factory=list)
+    """Deliberate changes since recording (reseals), oldest first; empty (and omitted) when none."""
 
 
 def today() -> str:
@@ -273,7 +301,10 @@ def read_manifest(directory: Path) -> Manifest:
 
 
 def write_manifest(directory: Path, manifest: Manifest) -> None:
-    write_atomic(directory / MANIFEST, json.dumps(manifest.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n")
+    data = manifest.model_dump(mode="json")
+    if not data["history"]:  # a set never resealed keeps the manifest bytes it always had
+        del data["history"]
+    write_atomic(directory / MANIFEST, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def record_line(rec: Recording) -> str:
@@ -695,8 +726,10 @@ def merge_recordings(sources: list[Path], out: Path, cases: list[Case], *, allow
 
 
 __all__ = [
+    "FileChange",
     "GridHash",
     "Manifest",
+    "ManifestEvent",
     "RecordWriter",
     "RecordingSet",
     "ReplayProvider",

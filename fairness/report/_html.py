@@ -247,9 +247,12 @@ def _family_table(run: FairnessRun) -> str:
     return "\n".join(rows)
 
 
-def card_html(run: FairnessRun, suite: Suite) -> str:
-    """The whole page; a pure function of the run and its suite."""
+def card_html(run: FairnessRun, suite: Suite, replay_command: str | None = None) -> str:
+    """The whole page; a pure function of the run, its suite and the command that replays it."""
+    from fairness.report._card_text import card_text
+
     r = run.recordings
+    text = card_text(suite)
     metric = deciding_metric(run)
     series = family_series(run, metric)
     bounds = [v for s in series for _, e in s.points for v in [e.value, *(e.ci or [])] if v is not None]
@@ -293,9 +296,20 @@ def card_html(run: FairnessRun, suite: Suite) -> str:
         parts.append("</div>")
     else:
         parts.append(f"<p>No family has a value of <code>{escape(metric)}</code>.</p>")
+    if run.evaluators:
+        from fairness.evaluators._adapter import evaluators_md
+
+        parts += ["<h2>Peer-parity evaluators</h2>",
+                  *_markdown_blocks(evaluators_md(run.evaluators).removeprefix("### Peer-parity evaluators\n\n"))]
     caveats = caveat_lines(run)
     if caveats:
         parts += ["<h2>Caveats</h2>", "<ul>", *(f"<li>{_inline_md(c)}</li>" for c in caveats), "</ul>"]
+    out_of_scope = list(text.out_of_scope or []) + (
+        ["Any claim about the audited model: these recordings come from a stand-in test model."] if not r.is_audited_model else [])
+    parts += ["<h2>Intended use</h2>", f"<p>{escape(text.model_description or '')}</p>", "<p><strong>In scope:</strong></p><ul>",
+              *(f"<li>{escape(x)}</li>" for x in text.intended_use or []), "</ul><p><strong>Out of scope:</strong></p><ul>",
+              *(f"<li>{escape(x)}</li>" for x in out_of_scope), "</ul>",
+              f"<p><strong>Contact:</strong> {escape(text.contact or '')}</p>"]
     parts += [
         "<h2>Provenance</h2><table><tbody>",
         f"<tr><th>suite</th><td>{escape(run.suite.name)} v{escape(str(run.suite.version))} "
@@ -305,6 +319,7 @@ def card_html(run: FairnessRun, suite: Suite) -> str:
         f"<tr><th>model</th><td>{escape(r.model_id)} via {escape(str(r.engine))}</td></tr>",
         f"<tr><th>scorer</th><td>lexical rubric {escape(run.scorer.rubric_version)}, mode {escape(run.scorer.mode)}</td></tr>",
         f"<tr><th>tool</th><td>{escape(run.tool.name)} {escape(run.tool.version)}</td></tr>",
+        *([f"<tr><th>replay</th><td><code>{escape(replay_command)}</code></td></tr>"] if replay_command else []),
         "</tbody></table>",
         "</body></html>",
     ]

@@ -6,6 +6,7 @@ import datetime as _dt
 import json
 import math
 import re
+import shlex
 from typing import Any
 
 import yaml
@@ -294,9 +295,18 @@ def cap_summary(text: str, cap: int = SUMMARY_CAP) -> str:
 _HUB = re.compile(r"^([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)")
 
 
-def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None) -> dict[str, Any]:
-    """A Fairness Card (core + LLM extension schema) generated from this run."""
+def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None, replay_command: str | None = None) -> dict[str, Any]:
+    """A Fairness Card (core + LLM extension schema) generated from this run. `replay_command` is
+    the exact `run` command that reproduces it (`fairness.pipeline._commands`); without it, the card
+    names a built-in suite by name and a suite file as `SUITE.yaml` for the reader to fill in."""
+    from fairness.report._card_text import card_text
+    from fairness.suite._suite import BUILTIN_SUITES
+
     r = run.recordings
+    text = card_text(suite)
+    replay = replay_command or shlex.join(["llm-fairness-check", "run", "--suite",
+                                           suite.name if suite.name in BUILTIN_SUITES else "SUITE.yaml",
+                                           "--recordings", r.path, "--out", "out"])
     hub = _HUB.match(r.model_source or "")
     test_model = not r.is_audited_model
     slices = suite.slice_list
@@ -347,20 +357,15 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None) 
             "version": f"recorded {r.created[:10]}",
             "surface": "base-model",
             **({"checkpoint_url": f"https://huggingface.co/{hub.group(1)}"} if hub else {}),
+            "description": text.model_description,
             "notes": " ".join(notes),
         },
         "intended_use": {
-            "in_scope": [
-                "Illustrative probe of prompt-family sensitivity for a single LLM.",
-                "Pull-request gate on committed recordings (replay).",
-            ],
-            "out_of_scope": [
-                "Production deployment claims for any served system built on top of this model.",
-                "Hiring, credit, healthcare, or other allocative decisions.",
-                "Claims that generalise to other model versions or families.",
-            ]
+            "in_scope": list(text.intended_use or []),
+            "out_of_scope": list(text.out_of_scope or [])
             + (["Any claim about the audited model: these recordings come from a stand-in test model."] if test_model else []),
         },
+        "contact": text.contact,
         "fairness_scope": {
             "representational_harms": [
                 "Stereotype-keyword presence in generated text.",
@@ -421,9 +426,14 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None) 
             "data_release": f"{r.path} ({r.rows} records)",
             "seeds": list(suite.seeds),
             "total_samples": run.n_rows,
-            "regen_command": f"llm-fairness-check run --suite {suite.name} --recordings {r.path} --out out",
+            "regen_command": replay,
+            "replay_command": replay,
+            "replay_note": "Run from the directory the audit ran in (the repository's root in CI); "
+            "it replays the recordings offline and writes the same results.json (paths aside) into --out.",
         },
     }
+    if run.evaluators:
+        data["evaluators"] = run.evaluators
     return data
 
 
@@ -462,7 +472,8 @@ def card_md(c: dict[str, Any]) -> str:
            f"- **Model / version:** `{s['name']}`, {s['version']}", f"- **Surface:** `{s['surface']}`"]
     if "checkpoint_url" in s:
         out.append(f"- **Checkpoint:** <{s['checkpoint_url']}>")
-    out += [f"- **Notes:** {s['notes']}", "", "## Intended use", "**In-scope:**"] + [f"- {x}" for x in c["intended_use"]["in_scope"]]
+    out += [f"- **Description:** {s['description']}", f"- **Notes:** {s['notes']}", f"- **Contact:** {c['contact']}",
+            "", "## Intended use", "**In-scope:**"] + [f"- {x}" for x in c["intended_use"]["in_scope"]]
     out += ["", "**Out-of-scope:**"] + [f"- {x}" for x in c["intended_use"]["out_of_scope"]]
     fs = c["fairness_scope"]
     out += ["", "## Fairness scope", "**Representational harms:**"] + [f"- {x}" for x in fs["representational_harms"]]
@@ -496,5 +507,10 @@ def card_md(c: dict[str, Any]) -> str:
         out += ["", "**Verdict stability:**"] + [f"- {s_}" for s_ in ar["verdict_stability"]]
     rp = c["reproducibility"]
     out += ["", "## Reproducibility", f"- **Code:** <{rp['code_url']}>", f"- **License:** {rp['license']}", f"- **Data release:** `{rp['data_release']}`",
-            f"- **Seeds:** {rp['seeds']}", f"- **Total samples:** {rp['total_samples']}", f"- **Regenerate:** `{rp['regen_command']}`", ""]
+            f"- **Seeds:** {rp['seeds']}", f"- **Total samples:** {rp['total_samples']}", f"- **Replay (reproduces results.json):** `{rp['replay_command']}`",
+            f"  _{rp['replay_note']}_", ""]
+    if c.get("evaluators"):
+        from fairness.evaluators._adapter import evaluators_md
+
+        out += ["## Peer-parity evaluators", "", evaluators_md(c["evaluators"]).removeprefix("### Peer-parity evaluators\n\n")]
     return "\n".join(out)

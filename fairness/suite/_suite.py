@@ -81,6 +81,21 @@ class ScorerConfig(Frozen):
     """`paper`: the reference rubric's substring semantics (parity); `strict`: whole words."""
 
 
+class CardText(Frozen):
+    """What the suite says about its own audit, for the Fairness Card. Card text only: it is not
+    part of the suite's `hash`, so editing it never makes recordings stale. A key left out is
+    stated on the card as not stated by the suite (the paper's built-in suite has the paper's text)."""
+
+    intended_use: list[str] | None = None
+    """In-scope uses of the audit's conclusions, one sentence each (the card's `intended_use.in_scope`)."""
+    out_of_scope: list[str] | None = None
+    """Uses the audit's conclusions do not support, one sentence each (the card's `intended_use.out_of_scope`)."""
+    model_description: str | None = None
+    """What the audited model (or system) is and how it is deployed, in a sentence or two (the card's `system.description`)."""
+    contact: str | None = None
+    """Who answers for this audit: a name, an email address or a URL (the card's `contact`)."""
+
+
 class Suite(Frozen):
     """A controlled prompt grid plus the audit settings that go with it."""
 
@@ -103,6 +118,8 @@ class Suite(Frozen):
     scorer: ScorerConfig = Field(default_factory=ScorerConfig)
     rules: list[DecisionRule] = Field(default_factory=list)
     min_group_size: int = Field(default=5, ge=1, le=1_000_000_000)
+    card: CardText | None = None
+    """The card's own text: intended use, out-of-scope uses, the audited model's description, a contact."""
 
     @model_validator(mode="after")
     def _check(self) -> Suite:
@@ -131,8 +148,9 @@ class Suite(Frozen):
     @property
     def hash(self) -> str:
         """sha256 of the suite's content; fields left at their defaults do not enter it, so a
-        new optional field in a later version does not change the hash of an existing suite."""
-        return sha256_json(self.model_dump(mode="json", exclude_defaults=True))
+        new optional field in a later version does not change the hash of an existing suite. The
+        card's text (`card`) is presentation, not the audit: it never enters the hash."""
+        return sha256_json(self.model_dump(mode="json", exclude_defaults=True, exclude={"card"}))
 
     def column_for(self, placeholder: str) -> str:
         spec = self.placeholders[placeholder]
