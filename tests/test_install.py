@@ -217,13 +217,14 @@ def _test_imports() -> dict[str, list[str]]:
 
 def _provided() -> tuple[set[str], set[str]]:
     """(the test extra's distributions, everything the README's test command installs on purpose: the base
-    dependencies and the live, hosted and test extras, with what they depend on as far as installed here)."""
+    dependencies and the live, hosted, test and mlflow extras, with what they depend on as far as installed here)."""
     from importlib import metadata
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
     test = {canonicalize_name(Requirement(r).name) for r in extras["test"]}
-    todo = [Requirement(r) for r in [*project["dependencies"], *extras["live"], *extras["hosted"], *extras["test"]]]
+    todo = [Requirement(r) for r in [*project["dependencies"], *extras["live"], *extras["hosted"], *extras["test"],
+                                     *extras["mlflow"]]]
     seen: set[str] = set()
     while todo:
         req = todo.pop()

@@ -56,6 +56,7 @@ ENV = {
     "comment-tag": "FAIRNESS_COMMENT_TAG",
     "comment-author": "FAIRNESS_COMMENT_AUTHOR",
     "upload-artifact": "FAIRNESS_UPLOAD_ARTIFACT",
+    "mlflow-tracking-uri": "FAIRNESS_MLFLOW_TRACKING_URI",
 }
 """Action input → environment variable. Composite actions get no INPUT_* variables; a container
 started as a Docker action (or by `docker run -e INPUT_...`) does: `_env.input_value` reads both."""
@@ -98,6 +99,7 @@ class Inputs:
     comment_author: str = ""
     upload_artifact: bool = True
     regression_threshold: float | None = None
+    mlflow_tracking_uri: str = ""
 
 
 # -- inputs ---------------------------------------------------------------------------
@@ -189,7 +191,12 @@ def read_inputs(env: Mapping[str, str]) -> Inputs:
         comment_author=check_login(_raw(env, "comment-author"), "input `comment-author`"),
         upload_artifact=_bool("upload-artifact", _raw(env, "upload-artifact", "true")),
         regression_threshold=_number("regression-threshold", rthreshold, float) if rthreshold else None,
+        mlflow_tracking_uri=_raw(env, "mlflow-tracking-uri"),
     )
+    if inputs.mlflow_tracking_uri:
+        from fairness.tracking import require_mlflow
+
+        require_mlflow(inputs.mlflow_tracking_uri, "input `mlflow-tracking-uri`")  # bad input, before any work
     audit_options(inputs)  # the library validates every range before anything runs
     return inputs
 
@@ -360,6 +367,11 @@ def _report(result: RunOutputs, inputs: Inputs, env: Mapping[str, str], out: Tex
     write_payload(dest, markdown, env, inputs.comment_tag)  # for the fork (workflow_run) recipe
     if inputs.comment_on_pr:
         _comment(markdown, inputs, env, out)
+    if inputs.mlflow_tracking_uri:  # after every output is written; a failure is a warning
+        from fairness.tracking import log_run
+
+        with _gha.stop_commands(out):  # the server's text reaches the log, never the runner's command parser
+            log_run(inputs.mlflow_tracking_uri, run, dest, env=env, err=out)
     outputs = {
         "gate-status": run.gate.state,
         "passed": "true" if run.gate.passed else "false",

@@ -48,6 +48,7 @@ def register(sub, add_suite) -> None:
                         "OUT/diff; a confident regression fails the run")
     r.add_argument("--baseline", help="a base run to compare with instead (an output directory of `run` or its results.json)")
     r.add_argument("--workspace", help="git work tree to read --baseline-ref from (default: the one holding --recordings)")
+    _add_mlflow(r)
     r.set_defaults(handler=cmd_run)
     register_diff(sub, add_suite)
 
@@ -76,11 +77,27 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     )
 
 
+def _add_mlflow(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mlflow", metavar="TRACKING_URI",
+                   help="also log this audit as an MLflow run (params, metrics, verdict tags, the outputs as artifacts) "
+                        "once its outputs are written; the token comes from MLFLOW_TRACKING_TOKEN, the experiment from "
+                        "MLFLOW_EXPERIMENT_NAME (default llm-fairness-check); a server that fails is a warning. "
+                        "Needs: pip install 'llm-fairness-check[mlflow]'")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from fairness.pipeline._run import print_outcome, run_audit
 
+    if args.mlflow is not None:
+        from fairness.tracking import require_mlflow
+
+        require_mlflow(args.mlflow)
     result = run_audit(run_options(args))
     print_outcome(result, quiet=args.quiet)
+    if args.mlflow is not None:
+        from fairness.tracking import log_run
+
+        log_run(args.mlflow, result.run, result.out)
     return result.run.gate.exit_code
 
 
@@ -94,6 +111,7 @@ def register_diff(sub, add_suite) -> None:
                    help="override the threshold of every regression rule: the change from base to head, in [-1, 1]")
     d.add_argument("--bootstrap", type=int, default=AuditOptions.model_fields["bootstrap"].default)
     d.add_argument("--seed", type=int, default=AuditOptions.model_fields["seed"].default)
+    _add_mlflow(d)
     d.set_defaults(handler=cmd_diff)
 
 
@@ -101,8 +119,16 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from fairness.audit._options import AuditOptions
     from fairness.pipeline._diff import run_diff
 
+    if args.mlflow is not None:
+        from fairness.tracking import require_mlflow
+
+        require_mlflow(args.mlflow)
     d, md = run_diff(args.base, args.head, suite=args.suite, out=args.out,
                      options=AuditOptions(bootstrap=args.bootstrap, seed=args.seed,
                                           regression_threshold=args.regression_threshold))
     print(md)
+    if args.mlflow is not None:
+        from fairness.tracking import log_diff
+
+        log_diff(args.mlflow, d, md)
     return d.exit_code
