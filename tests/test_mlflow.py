@@ -4,6 +4,7 @@ warning line, the audit's own exit code, and every output written."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -69,7 +70,8 @@ def mlflow_server(tmp_path_factory) -> Any:
             time.sleep(0.5)
         yield uri
     finally:
-        os.killpg(proc.pid, 15)
+        with contextlib.suppress(ProcessLookupError):  # it may have died at start (its log is in the error)
+            os.killpg(proc.pid, 15)
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -85,6 +87,15 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     full = {**clean, "GITHUB_SHA": SHA, "GITHUB_REF": "refs/pull/7/merge", **(env or {})}
     return subprocess.run([sys.executable, "-m", "fairness.cli", *args], cwd=REPO, capture_output=True, text=True,
                           env=full, timeout=600, check=False)
+
+
+def _client(uri: str) -> Any:
+    """MLflow's client for `uri` (set globally too: MLflow 3.0 resolves `mlflow-artifacts:` with the global URI)."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    mlflow.set_tracking_uri(uri)
+    return MlflowClient(tracking_uri=uri)
 
 
 def _logged_run_id(stderr: str) -> str:
@@ -103,8 +114,6 @@ def test_metric_keys_are_valid_and_deterministic():
 
 
 def test_a_run_is_logged_with_its_params_metrics_tags_and_artifacts(mlflow_server, tmp_path):
-    from mlflow.tracking import MlflowClient
-
     out = tmp_path / "out"
     proc = _cli(*RUN, "--out", str(out), "--quiet", "--mlflow", mlflow_server)
     assert proc.returncode == 3, proc.stderr
@@ -113,7 +122,7 @@ def test_a_run_is_logged_with_its_params_metrics_tags_and_artifacts(mlflow_serve
     results = json.loads((out / "results.json").read_text())
     run = FairnessRun.model_validate(results)
 
-    client = MlflowClient(tracking_uri=mlflow_server)
+    client = _client(mlflow_server)
     logged = client.get_run(run_id)
     assert logged.info.status == "FINISHED"
     assert logged.info.run_name == "run fairness-cards/qwen-v0.1 SmolLM2-135M-Instruct-Q4_1"
@@ -160,8 +169,6 @@ def test_a_run_is_logged_with_its_params_metrics_tags_and_artifacts(mlflow_serve
 
 
 def test_a_diff_is_logged_with_its_regression_checks(mlflow_server, tmp_path):
-    from mlflow.tracking import MlflowClient
-
     base = tmp_path / "base"
     assert _cli(*RUN, "--out", str(base), "--quiet").returncode == 3
     proc = _cli("diff", str(base), str(base), "--out", str(tmp_path / "d"), "--bootstrap", "200",
@@ -169,7 +176,7 @@ def test_a_diff_is_logged_with_its_regression_checks(mlflow_server, tmp_path):
     diff = json.loads((tmp_path / "d" / "diff.json").read_text())
     assert proc.returncode == diff["exit_code"]
     run_id = _logged_run_id(proc.stderr)
-    client = MlflowClient(tracking_uri=mlflow_server)
+    client = _client(mlflow_server)
     logged = client.get_run(run_id)
     assert logged.data.params["command"] == "diff"
     assert logged.data.params["paired"] == "true"
@@ -252,8 +259,6 @@ def test_an_empty_tracking_uri_is_exit_2(tmp_path, capsys):
 def test_the_action_input_logs_the_run_after_its_outputs(mlflow_server, tmp_path, monkeypatch):
     import io
 
-    from mlflow.tracking import MlflowClient
-
     from fairness.action import _main as _action
 
     monkeypatch.chdir(tmp_path)
@@ -266,7 +271,7 @@ def test_the_action_input_logs_the_run_after_its_outputs(mlflow_server, tmp_path
     assert len(logged) == 1
     match = LOGGED.match(logged[0])
     assert match, logged
-    run = MlflowClient(tracking_uri=mlflow_server).get_run(match.group(1))
+    run = _client(mlflow_server).get_run(match.group(1))
     assert (run.data.tags["verdict"], run.data.tags["pr_number"], run.data.params["fail_on"]) == (
         "inconclusive", "8", "fail")
     assert run.data.metrics["verdict_code"] == 0.0

@@ -18,7 +18,7 @@ import time
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from fairness._util.errors import FairnessError
 from fairness.tracking._payload import Payload, diff_payload, run_payload
@@ -80,10 +80,23 @@ def _log(uri: str, payload: Payload, files: list[Path], texts: dict[str, str], e
 
 def _send(uri: str, payload: Payload, files: list[Path], texts: dict[str, str],
           env: Mapping[str, str]) -> tuple[str, str]:
-    from mlflow.entities import Metric, Param
+    import mlflow
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=uri)
+    # MLflow before 3.x's later releases resolves `mlflow-artifacts:` with the global tracking URI, not the
+    # client's: set it for this call and put the previous one back.
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    try:
+        return _send_with(MlflowClient(tracking_uri=uri), payload, files, texts, env)
+    finally:
+        mlflow.set_tracking_uri(previous)
+
+
+def _send_with(client: Any, payload: Payload, files: list[Path], texts: dict[str, str],
+               env: Mapping[str, str]) -> tuple[str, str]:
+    from mlflow.entities import Metric, Param
+
     name = env.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
     exp = client.get_experiment_by_name(name)
     exp_id = exp.experiment_id if exp is not None else client.create_experiment(name)
