@@ -19,7 +19,7 @@ from fairness._util.errors import FairnessError, validation_message
 from fairness._util.models import Frozen
 from fairness.audit._gate import DEFAULT_FAIL_ON, FAIL_ON_CHOICES, GATE_ON_CHOICES, FailOn, GateOn
 from fairness.audit._stats import DEFAULT_ALPHA, DEFAULT_B
-from fairness.suite._rules import DecisionRule
+from fairness.suite._rules import DecisionRule, metric_problem
 
 ScorerMode = Literal["paper", "strict"]
 
@@ -166,16 +166,13 @@ class AuditOptions(Frozen):
         chosen = self.rules if self.rules is not None else tuple(rules)
         out = []
         for rule in chosen:
-            if rule.metric not in METRICS:
-                import difflib
-
-                close = difflib.get_close_matches(rule.metric, list(METRICS), n=1)
-                hint = f" (did you mean `{close[0]}`?)" if close else f" (known metrics: {', '.join(METRICS)})"
-                raise FairnessError(f"rule `{rule.id}`: unknown metric `{rule.metric}`{hint}")
+            unknown = metric_problem(rule.metric)
+            if unknown:
+                raise FairnessError(f"rule `{rule.id}`: {unknown}")
             if rule.kind == "regression" and self.regression_threshold is not None:
                 out.append(rule.model_copy(update={"threshold": self.regression_threshold}))
             elif rule.kind == "absolute" and self.threshold is not None:
-                out.append(threshold_for(rule, self.threshold, METRICS[rule.metric].kind if rule.metric in METRICS else ""))
+                out.append(threshold_for(rule, self.threshold, METRICS[rule.metric].kind))
             else:
                 out.append(rule)
         return tuple(out)

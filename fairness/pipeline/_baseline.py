@@ -106,13 +106,17 @@ class Base:
     """Why the comparison is skipped (then `outputs` is None)."""
     copy: bool = False
     """The base was audited here: its outputs are copied into `<out>/base`."""
+    results: dict[str, Any] | None = None
+    """Its results.json, when already read (a base run vetted up front)."""
 
 
 @contextlib.contextmanager
-def base_at_ref(ref: str, options: RunOptions, *, workspace: str | Path | None = None) -> Iterator[Base]:
+def base_at_ref(ref: str, options: RunOptions, head_suite: Suite, *,
+                workspace: str | Path | None = None) -> Iterator[Base]:
     """Resolve `ref`, read the base revision's suite and recordings and audit them the way `options`
     audits the head, into a temporary directory: every error about the base (not a commit, a shallow
-    clone, corrupt recordings) is raised before the head run writes anything into `options.out`."""
+    clone, corrupt recordings) is raised before the head run writes anything into `options.out`.
+    `head_suite`: the head's suite as the run resolved it (a built-in base suite is the same code)."""
     from fairness.pipeline._run import run_audit
 
     if workspace is not None and not Path(workspace).is_dir():
@@ -121,7 +125,6 @@ def base_at_ref(ref: str, options: RunOptions, *, workspace: str | Path | None =
     commit = _git.resolve_commit(root, ref)
     label = f"ref `{ref}` ({commit[:12]})" if not commit.startswith(ref) else f"commit `{commit[:12]}`"
     rec_rel = _git.path_in_repo(root, options.recordings)
-    head_suite = load_suite(options.suite)
     with tempfile.TemporaryDirectory(prefix="fairness-base-") as tmpdir:
         tmp = Path(tmpdir)
         blob = _git.read_blob(root, commit, f"{rec_rel}/{MANIFEST}")
@@ -157,8 +160,8 @@ def base_at_ref(ref: str, options: RunOptions, *, workspace: str | Path | None =
 
 def base_run(path: Path) -> Base:
     """A base run the user produced (an output directory of `run` or its results.json), vetted cheaply."""
-    rp, _ = read_results(path)
-    return Base(f"run `{path}`", outputs=rp.parent)
+    rp, results = read_results(path)
+    return Base(f"run `{path}`", outputs=rp.parent, results=results)
 
 
 def compare(base: Base, staging: Path, head: dict[str, Any], rules: Sequence[DecisionRule],
@@ -167,7 +170,7 @@ def compare(base: Base, staging: Path, head: dict[str, Any], rules: Sequence[Dec
     with `base`, writing `staging/base` (an audited base revision) and `staging/diff`."""
     if base.outputs is None:
         return Comparison(base=base.label, ran=False, note=base.note), None
-    d = diff_sides(load_side(base.outputs), load_side(staging, head), rules=list(rules),
+    d = diff_sides(load_side(base.outputs, base.results), load_side(staging, head), rules=list(rules),
                    B=options.audit.bootstrap, seed=options.audit.seed, alpha=options.audit.alpha)
     if base.copy:
         (staging / BASE_DIR).mkdir()

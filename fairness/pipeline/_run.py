@@ -28,6 +28,7 @@ from fairness.audit._diff import diff_md
 from fairness.audit._gate import with_regressions
 from fairness.audit._results import Caveat, Comparison
 from fairness.evaluators._inputs import Sample, record_sample
+from fairness.pipeline import _baseline
 from fairness.pipeline._commands import replay_command, shown_path
 from fairness.pipeline._options import RunOptions
 from fairness.pipeline._stream import NotStreamable, stream_cells
@@ -172,6 +173,8 @@ class Resolved:
     suite: Suite
     rules: tuple[DecisionRule, ...]
     """The suite's rules (or the options'), with every threshold override applied and checked."""
+    base_run: _baseline.Base | None = None
+    """The base run `options.baseline` names, read once and vetted (a git ref is resolved by `run_audit`)."""
 
     @property
     def regression_rules(self) -> list[DecisionRule]:
@@ -180,7 +183,7 @@ class Resolved:
 
 def resolve(options: RunOptions, *, recordings_ready: bool = True) -> Resolved:
     """Check every option of a run in one step: the suite, every rule's threshold after the
-    overrides, the output paths and, when `recordings_ready`, the recordings and the base run.
+    overrides, the output paths, the base run and, when `recordings_ready`, the recordings.
 
     Live mode calls this before generating (`recordings_ready=False`) so that a bad threshold or
     path is refused before the model is loaded, not after the grid is generated."""
@@ -192,11 +195,7 @@ def resolve(options: RunOptions, *, recordings_ready: bool = True) -> Resolved:
             check_output_file(options.junit, "--junit")
     suite = load_suite(options.suite)
     rules = options.audit.effective_rules(suite.rules)
-    if options.baseline is not None and recordings_ready:
-        from fairness.audit._diff import read_results
-
-        read_results(options.baseline)
-    return Resolved(suite, rules)
+    return Resolved(suite, rules, _baseline.base_run(options.baseline) if options.baseline is not None else None)
 
 
 def run_audit(options: RunOptions) -> RunOutputs:
@@ -210,16 +209,15 @@ def run_audit(options: RunOptions) -> RunOutputs:
     the regression checks, before any output is rendered. The rows stream
     (`fairness.pipeline._stream`): without evaluators memory stays flat however large the
     grid; their transcript lines go straight into the staging directory."""
-    from fairness.pipeline import _baseline
-
     resolved = resolve(options)
     suite = resolved.suite
     with contextlib.ExitStack() as stack:
         base: _baseline.Base | None = None
         if options.baseline_ref is not None:  # the base first: a bad ref or base set changes nothing in out
-            base = stack.enter_context(_baseline.base_at_ref(options.baseline_ref, options, workspace=options.workspace))
-        elif options.baseline is not None:
-            base = _baseline.base_run(options.baseline)
+            base = stack.enter_context(_baseline.base_at_ref(options.baseline_ref, options, suite,
+                                                             workspace=options.workspace))
+        else:
+            base = resolved.base_run
         drop: set[str] = set()
         try:
             with staged_outputs(options.out, drop) as staging:

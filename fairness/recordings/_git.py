@@ -34,6 +34,16 @@ def _first_line(stderr: str | bytes) -> str:
     return next((ln.strip() for ln in text.splitlines() if ln.strip()), "no message")
 
 
+def head_commit(path: str | Path) -> str | None:
+    """The commit checked out in the work tree holding `path`; None where git cannot say (no git,
+    not a repository, no commit yet) — for provenance, which may be missing but never wrong."""
+    try:
+        proc = _git(Path(path), "rev-parse", "HEAD")
+    except FairnessError:
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
 def repo_root(path: str | Path) -> Path:
     """The top level of the git work tree holding `path`."""
     start = Path(path)

@@ -54,6 +54,19 @@ class DecisionRule(Frozen):
         return f"{stat} {self.metric} {self.comparator} {self.threshold:g} {where}"
 
 
+def metric_problem(metric: str) -> str | None:
+    """Why `metric` cannot be a rule's metric — not in the catalogue, with the closest name — or None.
+    The one check behind a suite's rules and rules a library caller passes in `AuditOptions`."""
+    import difflib
+
+    from fairness.score._catalog import METRICS  # local: the catalog is data, suites stay light
+
+    if metric in METRICS:
+        return None
+    close = difflib.get_close_matches(metric, list(METRICS), n=1)
+    return f"unknown metric `{metric}` ({f'did you mean `{close[0]}`?' if close else 'known: ' + ', '.join(METRICS)})"
+
+
 def threshold_problem(value: Any, metric_kind: str, rule_kind: str = "absolute") -> str | None:
     """Why `value` cannot be a threshold for a metric of `metric_kind`, or None.
 

@@ -25,7 +25,7 @@ from fairness._util.models import Frozen
 from fairness._util.yaml_io import loads_yaml
 from fairness._util.yaml_io import read_yaml as _read_yaml
 from fairness.suite._case import Case, SamplingParams
-from fairness.suite._rules import DecisionRule, threshold_problem
+from fairness.suite._rules import DecisionRule, metric_problem, threshold_problem
 from fairness.suite._runs import SeedRun
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -274,8 +274,9 @@ def _validate_suite(s: Suite) -> None:
     for rule in s.rules:
         from fairness.score._catalog import METRICS  # local: the catalog is data, suites stay light
 
-        if rule.metric not in METRICS:
-            _fail(s.name, f"rule `{rule.id}` names unknown metric `{rule.metric}` (known: {', '.join(METRICS)})")
+        unknown = metric_problem(rule.metric)
+        if unknown:
+            _fail(s.name, f"rule `{rule.id}` names {unknown}")
         problem = threshold_problem(rule.threshold, METRICS[rule.metric].kind, rule.kind)
         if problem:
             _fail(s.name, f"rule `{rule.id}`: threshold {problem}")

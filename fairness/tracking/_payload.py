@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from fairness.recordings._git import head_commit
 
 if TYPE_CHECKING:
     from fairness.audit._diff import DiffResult
@@ -188,7 +189,7 @@ def source_tags(env: Mapping[str, str], cwd: Path | None = None) -> dict[str, st
     """`git_sha` (GITHUB_SHA, else `git rev-parse HEAD` where git answers) and `pr_number` (from
     GITHUB_REF `refs/pull/N/…`, else the event payload's pull request), each only when known."""
     tags: dict[str, str] = {}
-    sha = env.get("GITHUB_SHA") or _git_head(cwd)
+    sha = env.get("GITHUB_SHA") or head_commit(cwd if cwd is not None else Path.cwd())
     if sha and re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha):
         tags["git_sha"] = sha
         tags["mlflow.source.git.commit"] = sha
@@ -196,15 +197,6 @@ def source_tags(env: Mapping[str, str], cwd: Path | None = None) -> dict[str, st
     if pr is not None:
         tags["pr_number"] = str(pr)
     return tags
-
-
-def _git_head(cwd: Path | None) -> str | None:
-    try:
-        proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10,
-                              check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return proc.stdout.strip() if proc.returncode == 0 else None
 
 
 def _pr_number(env: Mapping[str, str]) -> int | None:
