@@ -1,0 +1,148 @@
+"""The default engine: embedded DuckDB reads the files, samples in SQL, streams Arrow batches to the scorer.
+
+Two scans of the files: one counts the records and checks the mapped fields (a missing column
+or a null text, unit or timestamp is exit 2 naming the field); the second streams the sampled
+records as Arrow batches through `cells_of_batch`, whose rows a second in-process DuckDB
+connection sums by (window, slice, unit). Nothing but the aggregate (and, when asked, the
+examples) leaves the engine.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+from fairness._util.errors import FairnessError
+from fairness.monitor._engine import HASH_HEX_DIGITS, Aggregate, ScanJob, agg_schema, cells_of_batch, finish
+
+BATCH_ROWS = 65_536
+
+
+def _arrow_reader(rel: Any) -> Any:
+    """A streaming pyarrow RecordBatchReader over a relation (`to_arrow_reader` in DuckDB 2, `fetch_record_batch` in 1.x)."""
+    method = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch
+    return method(BATCH_ROWS)
+
+
+def _q(name: str) -> str:
+    """A quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _lit(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _reader(job: ScanJob) -> str:
+    files = "[" + ", ".join(_lit(f) for f in job.files) + "]"
+    if job.format == "jsonl":
+        return f"read_json({files}, format='newline_delimited', union_by_name=true)"
+    if job.format == "parquet":
+        return f"read_parquet({files}, union_by_name=true)"
+    return f"read_csv({files}, header=true, union_by_name=true)"
+
+
+def _as_string(col: str, types: dict[str, str]) -> str:
+    """A field as VARCHAR (a JSON-typed field, mixed strings and numbers, unwrapped rather than quoted)."""
+    return f"({_q(col)} ->> '$')" if types[col] == "JSON" else f"CAST({_q(col)} AS VARCHAR)"
+
+
+def hash_sql(key: str) -> str:
+    """The sampling hash of a VARCHAR expression (the contract's rule, DuckDB dialect)."""
+    return f"CAST(('0x' || substr(md5({key}), 1, {HASH_HEX_DIGITS})) AS BIGINT)"
+
+
+class DuckDBEngine:
+    """`Engine` over embedded DuckDB (`threads` worker threads, `memory_limit` e.g. `2GB`)."""
+
+    def __init__(self, threads: int | None = None, memory_limit: str | None = None):
+        self.threads = threads
+        self.memory_limit = memory_limit
+
+    def _connect(self) -> Any:
+        try:
+            import duckdb
+        except ImportError:
+            raise FairnessError("the DuckDB engine needs the `monitor` extra: pip install 'llm-fairness-check[monitor]'") from None
+        con = duckdb.connect(":memory:")
+        con.execute("SET TimeZone = 'UTC'")
+        if self.threads:
+            con.execute(f"SET threads = {int(self.threads)}")
+        if self.memory_limit:
+            con.execute(f"SET memory_limit = {_lit(self.memory_limit)}")
+        return con
+
+    def aggregate(self, job: ScanJob) -> Aggregate:
+        import duckdb
+        import pyarrow as pa
+
+        con = self._connect()
+        src = _reader(job)
+        try:
+            types = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()}
+        except duckdb.Error as exc:
+            raise FairnessError(f"cannot read the logs as {job.format}: {str(exc).splitlines()[0]}") from None
+        m = job.mapping
+        for role, col in (("text", m.text), ("timestamp", m.timestamp), ("slice", m.slice), ("unit", m.unit), ("id", m.id)):
+            if col is not None and col not in types:
+                raise FairnessError(f"mapping `{role}`: field `{col}` is not in the logs (fields: {', '.join(sorted(types))})")
+        for col in m.groups or []:
+            if col not in types:
+                raise FairnessError(f"mapping `groups`: field `{col}` is not in the logs (fields: {', '.join(sorted(types))})")
+        if job.sample > 1 and m.id is None:
+            raise FairnessError("mapping `id`: sampling (--sample above 1) needs a record id field")
+        if job.window.kind == "rows" and m.id is None:
+            raise FairnessError("mapping `id`: row windows need a record id field (records are ordered by time, then id)")
+        # the examples' order (and, with an id, the sample and row-window ties): the id, else the text's md5
+        key = _as_string(m.id, types) if m.id is not None else f"md5(CAST({_q(m.text)} AS VARCHAR))"
+        h = hash_sql(key)
+        keep = "TRUE" if job.sample == 1 else f"({h} % {int(job.sample)} = 0)"
+        ts = f"TRY_CAST({_q(m.timestamp)} AS TIMESTAMPTZ)"
+        sel = [f"CAST({_q(m.text)} AS VARCHAR) AS _text", f"{ts} AS _ts", f"{h} AS _h", f"{key} AS _key"]
+        if m.slice is not None:
+            sel.append(f"{_as_string(m.slice, types)} AS _slice")
+        sel += [f"{_as_string(g, types)} AS _g{i}" for i, g in enumerate(m.groups or [])]
+        if m.unit is not None:
+            sel.append(f"{_as_string(m.unit, types)} AS _unit")
+        base = f"SELECT {', '.join(sel)} FROM {src} WHERE {keep}"
+        checks = ["count(*)", f"count(*) FILTER (WHERE {keep})",
+                  f"count(*) FILTER (WHERE {keep} AND {_q(m.text)} IS NULL)",
+                  f"count(*) FILTER (WHERE {keep} AND {ts} IS NULL)"]
+        checks.append(f"count(*) FILTER (WHERE {keep} AND {_q(m.unit)} IS NULL)" if m.unit else "0")
+        try:
+            total, sampled, null_text, bad_ts, null_unit = con.execute(f"SELECT {', '.join(checks)} FROM {src}").fetchall()[0]
+        except duckdb.Error as exc:
+            raise FairnessError(f"cannot read the logs as {job.format}: {str(exc).splitlines()[0]}") from None
+        for count, role, col, what in ((null_text, "text", m.text, "no text"), (bad_ts, "timestamp", m.timestamp,
+                                        "no parseable ISO-8601 timestamp"), (null_unit, "unit", m.unit, "no unit id")):
+            if count:
+                raise FairnessError(f"mapping `{role}`: field `{col}` has {what} in {count} sampled record(s)")
+        if job.window.kind == "rows":
+            base = f"SELECT *, row_number() OVER (ORDER BY _ts, _key) - 1 AS _rank FROM ({base})"
+        reader = _arrow_reader(con.sql(base))
+        best: list[tuple[int, str, str, str, str]] = []
+
+        def scored():
+            for batch in reader:
+                if batch.num_rows == 0:
+                    continue
+                cells = cells_of_batch(batch, job)
+                if job.examples:
+                    _keep_examples(best, batch, cells, job.examples)
+                yield cells
+
+        agg = self._connect()
+        stream = pa.RecordBatchReader.from_batches(agg_schema(), scored())
+        agg.register("cells", stream)
+        sums = ", ".join(f"CAST(sum({_q(c)}) AS BIGINT) AS {_q(c)}" for c in agg_schema().names[3:])
+        keys = '"window", "slice", "unit"'
+        table = _arrow_reader(agg.sql(f"SELECT {keys}, {sums} FROM cells GROUP BY {keys}")).read_all()
+        examples = [{"window": w, "slice": s, "text": t} for _, _, w, s, t in best]
+        return Aggregate(table=finish(table), rows_read=int(total), rows_sampled=int(sampled), examples=examples)
+
+
+def _keep_examples(best: list, batch: Any, cells: Any, limit: int) -> None:
+    """Keep in `best` the `limit` records with the smallest (hash, key, window, slice, text)."""
+    cols = [batch.column(c).to_pylist() for c in ("_h", "_key")]
+    cols += [cells.column(c).to_pylist() for c in ("window", "slice")] + [batch.column("_text").to_pylist()]
+    best[:] = sorted([*best, *heapq.nsmallest(limit, zip(*cols, strict=True))])[:limit]

@@ -1,0 +1,182 @@
+"""The engine contract: what every engine (DuckDB, Spark) must return, so results are byte-identical.
+
+An engine reads the log files, keeps the sample, hands each Arrow batch of sampled records to
+`cells_of_batch` (shared Python: window label, slice, unit and the scorer) and sums the rows it
+returns by (window, slice, unit). It returns an `Aggregate`; every statistic is computed from
+`Aggregate.table` by shared code (`_stats`, `_drift`), never by an engine.
+
+The per-cell aggregate table (`agg_schema`), after `finish` (every engine calls it):
+
+| column | type | meaning |
+|---|---|---|
+| `window` | string, not null | the window label: `YYYY-MM-DD` (day, UTC), `YYYY-Www` (ISO week), `r000000` (row window index, zero-padded to 6) |
+| `slice` | string, not null | the group field values joined by `_` in the mapping's order (`(missing)` for a null), or the slice field's value |
+| `unit` | string, nullable | the unit id as a string; null in every row when the mapping has no unit |
+| `n` | int64 | sampled records in the cell |
+| `sum_<column>` | int64 | per score column (`_score.score_columns()`, catalogue order): the sum of the per-output values |
+| `sq_<column>` | int64 | per `count` score column, after all the sums: the sum of squared values (count dispersion without units) |
+
+Rows sorted by (window, slice, unit) with null units first, strings by their UTF-8 bytes.
+
+Sampling rule (both engines, in SQL, before any scoring): a record is kept iff
+`int(first 15 hex digits of md5(CAST(id AS string)), 16) % N == 0`; N = 1 keeps every record
+and reads no id. `keep(id, N)` is the Python reference the engines are tested against.
+
+Inputs an engine's SQL selects for `cells_of_batch`: `_text` (string), `_ts` (timestamp, UTC),
+`_slice` (string) or `_g0`, `_g1` … (the group fields, any type, cast to string here), `_unit`
+(string, when the mapping has a unit), `_rank` (int64, 0-based position of the record among the
+sampled records ordered by (`_ts`, id) — row windows only), and `_h` (int64: the sampling hash,
+for the examples).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from fairness.monitor._mapping import Mapping
+from fairness.monitor._score import score_batch, score_columns
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+Format = Literal["jsonl", "parquet", "csv"]
+MISSING = "(missing)"
+"""The slice part written for a null group value."""
+HASH_HEX_DIGITS = 15
+"""The sampling hash: the first 15 hex digits of md5 (60 bits, fits a signed int64 in every engine)."""
+
+
+def sample_hash(record_id: str) -> int:
+    """The sampling hash of one record id (the Python reference of the engines' SQL)."""
+    return int(hashlib.md5(record_id.encode("utf-8")).hexdigest()[:HASH_HEX_DIGITS], 16)
+
+
+def keep(record_id: str, n: int) -> bool:
+    """Whether the 1/`n` sample keeps the record with this id."""
+    return sample_hash(record_id) % n == 0
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """How records are cut into windows: by UTC day, ISO week, or consecutive runs of `rows` sampled records."""
+
+    kind: Literal["day", "week", "rows"]
+    rows: int | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.rows} rows" if self.kind == "rows" else self.kind
+
+
+@dataclass(frozen=True)
+class ScanJob:
+    """What an engine is asked to do: read `files` (one format), sample 1/`sample`, window, score in `mode`."""
+
+    files: tuple[str, ...]
+    format: Format
+    mapping: Mapping
+    sample: int
+    window: WindowSpec
+    mode: str
+    examples: int = 0
+    """How many example records (window, slice, text) to return: the sampled records with the smallest hash."""
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """An engine's answer: the per-cell aggregate table and the record counts behind the sampling rate."""
+
+    table: pa.Table
+    rows_read: int
+    """Records in the files."""
+    rows_sampled: int
+    """Records the sample kept (the sum of `n`)."""
+    examples: list[dict[str, str]] = field(default_factory=list)
+    """Up to `ScanJob.examples` records as {window, slice, text}, smallest sampling hash first."""
+
+
+class Engine(Protocol):
+    def aggregate(self, job: ScanJob) -> Aggregate: ...
+
+
+def agg_schema() -> pa.Schema:
+    """The aggregate table's exact schema (see the module docstring)."""
+    import pyarrow as pa
+
+    cols = score_columns()
+    fields = [pa.field("window", pa.string(), nullable=False), pa.field("slice", pa.string(), nullable=False),
+              pa.field("unit", pa.string()), pa.field("n", pa.int64(), nullable=False)]
+    fields += [pa.field(f"sum_{c.name}", pa.int64(), nullable=False) for c in cols]
+    fields += [pa.field(f"sq_{c.name}", pa.int64(), nullable=False) for c in cols if c.kind == "count"]
+    return pa.schema(fields)
+
+
+def row_schema() -> pa.Schema:
+    """The schema of `cells_of_batch`'s per-record output (the aggregate's columns, one record each)."""
+    return agg_schema()
+
+
+def window_labels(batch: pa.RecordBatch, window: WindowSpec) -> pa.Array:
+    """Each record's window label (module docstring)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if window.kind == "rows":
+        assert window.rows is not None
+        idx = pc.divide(batch.column("_rank").cast(pa.int64()), pa.scalar(window.rows, pa.int64()))
+        return pa.array([f"r{i:06d}" for i in idx.to_pylist()], pa.string())
+    ts = batch.column("_ts")
+    if not pa.types.is_timestamp(ts.type):
+        raise TypeError(f"`_ts` must be a timestamp column, got {ts.type}")
+    ts = ts.cast(pa.timestamp("us", tz="UTC"))
+    return pc.strftime(ts, "%Y-%m-%d" if window.kind == "day" else "%G-W%V")
+
+
+def slice_labels(batch: pa.RecordBatch, mapping: Mapping) -> pa.Array:
+    """Each record's slice: the slice field, or the group values joined by `_` (module docstring)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if mapping.slice is not None:
+        return pc.fill_null(batch.column("_slice").cast(pa.string()), MISSING)
+    parts = [pc.fill_null(batch.column(f"_g{i}").cast(pa.string()), MISSING) for i in range(len(mapping.groups or []))]
+    return parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "_")
+
+
+def cells_of_batch(batch: pa.RecordBatch, job: ScanJob) -> pa.RecordBatch:
+    """One sampled batch → one row per record in the aggregate's schema (n = 1, the record's scores).
+
+    The shared per-batch step every engine runs (DuckDB in-process, Spark in `mapInArrow`)."""
+    import numpy as np
+    import pyarrow as pa
+
+    texts = batch.column("_text").to_pylist()
+    scores = score_batch(texts, job.mode)
+    n = len(texts)
+    unit = batch.column("_unit").cast(pa.string()) if job.mapping.unit is not None else pa.nulls(n, pa.string())
+    arrays: list[Any] = [window_labels(batch, job.window), slice_labels(batch, job.mapping), unit,
+                         pa.array(np.ones(n, dtype=np.int64))]
+    cols = score_columns()
+    arrays += [pa.array(scores[c.name]) for c in cols]
+    arrays += [pa.array(scores[c.name] * scores[c.name]) for c in cols if c.kind == "count"]
+    return pa.RecordBatch.from_arrays(arrays, schema=row_schema())
+
+
+def finish(table: pa.Table) -> pa.Table:
+    """An engine's summed table in the contract's exact schema and order (every engine calls it last)."""
+    import pyarrow as pa
+
+    schema = agg_schema()
+    table = table.select(schema.names)
+    table = pa.Table.from_arrays([table.column(f.name).cast(f.type) for f in schema], schema=schema)
+    keys = [table.column(k).to_pylist() for k in ("window", "slice", "unit")]
+    order = sorted(range(table.num_rows),
+                   key=lambda i: (keys[0][i].encode(), keys[1][i].encode(), keys[2][i] is not None, (keys[2][i] or "").encode()))
+    return table.take(pa.array(order, pa.int64())).combine_chunks()
+
+
+def describe_files(files: list[Path]) -> str:
+    return ", ".join(f"`{f}`" for f in files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")

@@ -1,0 +1,38 @@
+"""The one place the monitor meets the scorer: texts in, one int64 column per score column out.
+
+Every engine calls `score_batch` on each Arrow batch's texts, so swapping the rubric (the
+suite-owned rubric of issue 20) is a change to this module only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ScoreColumn:
+    """One per-output score column the metrics average: `rate` (0/1 flags) or `count`."""
+
+    name: str
+    kind: str
+
+
+def score_columns() -> tuple[ScoreColumn, ...]:
+    """The score columns behind the metric catalogue, in catalogue order, each once."""
+    from fairness.score._catalog import METRICS
+
+    seen: dict[str, ScoreColumn] = {}
+    for spec in METRICS.values():
+        seen.setdefault(spec.column, ScoreColumn(spec.column, spec.kind))
+    return tuple(seen.values())
+
+
+def score_batch(texts: Sequence[str], mode: str) -> dict[str, np.ndarray]:
+    """Score `texts` with the rubric in `mode` (`paper` or `strict`): {score column: int64 per text}."""
+    from fairness.score import score_texts
+
+    table = score_texts(texts, mode)  # type: ignore[arg-type]
+    return {c.name: np.asarray(table.columns[c.name], dtype=np.int64) for c in score_columns()}
