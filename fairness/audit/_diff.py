@@ -199,18 +199,31 @@ class _Tables:
 
 def _change(t: _Tables, i: int, spec: MetricSpec, statistic: str, paired: bool, alpha: float,
             breach_low: bool = True, tail: float | None = None) -> tuple[float, float, float, float, float, int | None]:
-    """Point change head − base, its MOVER interval and the head's worst slice (see the module docstring).
+    """Point change head − base, its MOVER interval and the head's worst slice (see the module docstring)."""
+    cb, ch = CellCounts(t.Tb[:, :, i], t.Nb, spec.kind), CellCounts(t.Th[:, :, i], t.Nh, spec.kind)
+
+    def corr(wb: int, wh: int) -> float:
+        return cluster_corr(t.Th[:, wh, i], t.Nh[:, wh], t.Tb[:, wb, i], t.Nb[:, wb])
+
+    return side_change(cb, ch, spec, statistic, alpha, breach_low=breach_low, tail=tail, corr=corr if paired else None)
+
+
+def side_change(cb: CellCounts, ch: CellCounts, spec: MetricSpec, statistic: str, alpha: float, *,
+                breach_low: bool = True, tail: float | None = None, corr: Callable[[int, int], float] | None = None
+                ) -> tuple[float, float, float, float, float, int | None]:
+    """(base, head, change head − base, its MOVER interval, the head's worst slice) from each side's counts.
 
     `tail` sets the one-sided level of the interval's breaching end (the lower end when
-    `breach_low`): the head's matching end and the base's opposite end are taken at it."""
-    cb, ch = CellCounts(t.Tb[:, :, i], t.Nb, spec.kind), CellCounts(t.Th[:, :, i], t.Nh, spec.kind)
+    `breach_low`): the head's matching end and the base's opposite end are taken at it. `corr`
+    (paired sides, worst slices only) gives the correlation of the two worst slices' estimates,
+    capped so the variance never drops below the binomial part; None: independent sides."""
     head_tails = {"low_tail": tail} if breach_low else {"high_tail": tail}
     base_tails = {"high_tail": tail} if breach_low else {"low_tail": tail}
     pb, lb, ub, wb, db = _side_interval(cb, spec, statistic, alpha, **base_tails)
     ph, lh, uh, wh, dh = _side_interval(ch, spec, statistic, alpha, **head_tails)
     r = 0.0
-    if paired and statistic != "max_minus_min" and wb is not None and wh is not None and np.isfinite([db, dh]).all():
-        r = cluster_corr(t.Th[:, wh, i], t.Nh[:, wh], t.Tb[:, wb, i], t.Nb[:, wb])
+    if corr is not None and statistic != "max_minus_min" and wb is not None and wh is not None and np.isfinite([db, dh]).all():
+        r = corr(wb, wh)
         r = min(max(r, 0.0), 1.0 - 1.0 / min(db, dh))
     d = ph - pb
     if not np.isfinite([pb, lb, ub, ph, lh, uh]).all():
@@ -291,6 +304,20 @@ def _rule_regressions(rule: DecisionRule, head: Side, tables: dict[str, _Tables]
     def at(scope: str, tail: float | None) -> tuple[float, float, float, float, float, int | None]:
         return _change(tables[scope], i, spec, statistic, paired, alpha, breach_low=low, tail=tail)
 
+    return regression_checks_over(rule, statistic, scopes, at, head.slices, alpha)
+
+
+ChangeAt = Callable[[str, float | None], tuple[float, float, float, float, float, int | None]]
+
+
+def regression_checks_over(rule: DecisionRule, statistic: str, scopes: list[str], at: ChangeAt, slices: list[str],
+                           alpha: float, what: str = "from base to head") -> list[RegressionCheck]:
+    """One rule's regression check in each scope, Holm-adjusted across the scopes, decided by the one gate rule.
+
+    `at(scope, tail)` is the scope's `side_change` with its breaching end at one-sided level `tail`
+    (None: α/2); a scope whose change cannot be computed is `undefined`."""
+    low = rule.comparator in (">", ">=")
+
     def beyond(scope: str) -> Callable[[float], bool]:
         def check(level: float) -> bool:
             *_, lo, hi, _w = at(scope, level)
@@ -312,10 +339,10 @@ def _rule_regressions(rule: DecisionRule, head: Side, tables: dict[str, _Tables]
         state, _, why = check_state(rule, change, interval, gate_on="interval")  # the one gate rule
         out.append(RegressionCheck(
             rule=rule.id, scope=scope, metric=rule.metric, statistic=statistic,
-            slice=head.slices[w] if w is not None and statistic == "worst_slice" else None,
+            slice=slices[w] if w is not None and statistic == "worst_slice" else None,
             base=json_number(pb), head=json_number(ph), change=json_number(change),
             ci=[json_number(lo), json_number(hi)], threshold=rule.threshold, comparator=rule.comparator,
-            state=state, reason=f"change {change:+.4g} from base to head; {why}"))
+            state=state, reason=f"change {change:+.4g} {what}; {why}"))
     return out
 
 

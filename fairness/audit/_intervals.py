@@ -112,6 +112,11 @@ class CellCounts:
         """All slices together: one cluster per template cell."""
         return CellCounts(self.sums.sum(axis=1, keepdims=True), self.counts.sum(axis=1, keepdims=True), self.kind)
 
+    def design(self) -> tuple[np.ndarray, float]:
+        """Per-slice design effects and the pooled parameter behind every bound (`design_effects`: template
+        cells as strata). A sample of another design (the monitor's units as clusters) overrides it."""
+        return design_effects(self)
+
 
 # -- design effects -----------------------------------------------------------------------
 
@@ -201,7 +206,7 @@ class SliceBounds:
 
     @classmethod
     def of(cls, cc: CellCounts) -> SliceBounds:
-        deff, param = design_effects(cc)
+        deff, param = cc.design()
         return cls(cc, deff, param)
 
     @property

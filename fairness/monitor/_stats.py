@@ -21,12 +21,12 @@ Coverage with heterogeneous unit sizes and unit-level random effects: benchmarks
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fairness.audit._intervals import CellCounts, SliceBounds
+from fairness.audit._intervals import CellCounts
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -54,19 +54,6 @@ class WindowCells:
     """Per count score column: the sum of squared values per slice, S."""
     clustered: bool
     """Whether the cells are units (clusters) rather than one cell per slice."""
-
-    def n(self) -> np.ndarray:
-        return self.counts.sum(axis=0)
-
-    def units(self) -> np.ndarray:
-        """Units with a record, per slice (records, when not clustered)."""
-        return (self.counts > 0).sum(axis=0) if self.clustered else self.n()
-
-    def pooled(self) -> WindowCells:
-        """All slices as one (`rate` rules): one slice named `all`."""
-        return WindowCells(self.window, ["all"], self.counts.sum(axis=1, keepdims=True),
-                           {c: s.sum(axis=1, keepdims=True) for c, s in self.sums.items()},
-                           {c: q.sum(keepdims=True) for c, q in self.squares.items()}, self.clustered)
 
 
 def windows_of(table: pa.Table, slices: list[str]) -> dict[str, WindowCells]:
@@ -104,35 +91,57 @@ def windows_of(table: pa.Table, slices: list[str]) -> dict[str, WindowCells]:
     return out
 
 
-def design_effects(wc: WindowCells, column: str, kind: str) -> np.ndarray:
-    """Per slice: the design effect of the column's ratio estimate (module docstring); ≥ 1, NaN if not estimable."""
-    N, X = wc.counts, wc.sums[column]
-    n, x = N.sum(axis=0), X.sum(axis=0)
-    k = wc.units()
+@dataclass(frozen=True)
+class UnitCounts(CellCounts):
+    """One score column of one window as the project's `CellCounts`, its cells being units (clusters).
+
+    Overrides only the design: every bound, worst-slice, gap and change interval of
+    `fairness.audit` reads it unchanged."""
+
+    squares: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    """Per slice: the sum of squared per-record values (counts without units)."""
+    clustered: bool = False
+    """Cells are units (clusters); otherwise one cell per slice of independent records."""
+
+    def design(self) -> tuple[np.ndarray, float]:
+        return design_effects(self), math.nan
+
+    def pooled(self) -> UnitCounts:
+        return UnitCounts(self.sums.sum(axis=1, keepdims=True), self.counts.sum(axis=1, keepdims=True), self.kind,
+                          self.squares.sum(keepdims=True), self.clustered)
+
+    def units(self) -> np.ndarray:
+        """Units with a record, per slice (records, when not clustered)."""
+        return self.cells if self.clustered else self.n
+
+
+def unit_counts(wc: WindowCells, column: str, kind: str) -> UnitCounts:
+    """One column of one window, ready for the audit's interval functions."""
+    squares = wc.squares.get(column, np.zeros(len(wc.slices)))
+    return UnitCounts(wc.sums[column], wc.counts, kind, squares, wc.clustered)
+
+
+def design_effects(uc: UnitCounts) -> np.ndarray:
+    """Per slice: the design effect of the ratio estimate (module docstring); ≥ 1, NaN if not estimable."""
+    N, X = uc.counts, uc.sums
+    n, x = uc.n, uc.x
+    k = uc.units()
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(n > 0, x / np.where(n > 0, n, 1), 0.0)
-        if kind == "rate":
-            if not wc.clustered:
+        if uc.kind == "rate":
+            if not uc.clustered:
                 return np.where(n > 0, 1.0, np.nan)
             v = k / np.where(k > 1, k - 1, 1) * ((X - N * mean[None, :]) ** 2 * (N > 0)).sum(axis=0)
             b = n * mean * (1 - mean)
             deff = np.where(b > 0, v / np.where(b > 0, b, 1), 1.0)
         else:
-            if wc.clustered:
+            if uc.clustered:
                 expected = N * mean[None, :]
                 x2 = np.where(expected > 0, (X - expected) ** 2 / np.where(expected > 0, expected, 1), 0.0).sum(axis=0)
             else:
-                x2 = np.where(mean > 0, (wc.squares[column] - n * mean * mean) / np.where(mean > 0, mean, 1), 0.0)
+                x2 = np.where(mean > 0, (uc.squares - n * mean * mean) / np.where(mean > 0, mean, 1), 0.0)
             deff = np.where(mean > 0, x2 / np.where(k > 1, k - 1, 1), 1.0)
     return np.where(k >= 2, np.maximum(deff, 1.0), np.nan)
-
-
-def slice_bounds(wc: WindowCells, column: str, kind: str) -> SliceBounds:
-    """The project's `SliceBounds` for one column of one window, with the cluster design effects.
-
-    `worst_interval`, `gap_interval` and the change intervals of the diff read it unchanged."""
-    cc = CellCounts(wc.sums[column], wc.counts, kind)
-    return SliceBounds(cc, design_effects(wc, column, kind), math.nan)
 
 
 def method_name(kind: str, clustered: bool) -> str:
