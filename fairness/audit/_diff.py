@@ -265,8 +265,7 @@ def diff_sides(base: Side, head: Side, *, rules: list[DecisionRule] | None = Non
                 continue
             for statistic in ("worst_slice", "max_minus_min"):
                 pb, ph, change, lo, hi, w = _change(t, i, spec, statistic, paired, alpha)
-                w_lo, w_hi = (lo, hi) if spec.higher_is_worse or statistic == "max_minus_min" else (-hi, -lo)
-                verdict = "regressed" if w_lo > 0 else "improved" if w_hi < 0 else "unchanged"
+                verdict = change_verdict(spec, statistic, lo, hi)
                 changes.append(Change(metric=spec.name, scope=scope, statistic=statistic,
                                       slice=head.slices[w] if w is not None and statistic == "worst_slice" else None,
                                       base=json_number(pb), head=json_number(ph),
@@ -277,6 +276,12 @@ def diff_sides(base: Side, head: Side, *, rules: list[DecisionRule] | None = Non
         base=_describe(base), head=_describe(head), paired=paired, bootstrap=B, seed=seed,
         changes=changes, checks=checks, state=state, exit_code=EXIT_CODES[state],
     )
+
+
+def change_verdict(spec: MetricSpec, statistic: str, lo: float, hi: float) -> str:
+    """`regressed` / `improved` when the change's interval [lo, hi] excludes 0 in the worse / better direction, else `unchanged`."""
+    w_lo, w_hi = (lo, hi) if spec.higher_is_worse or statistic == "max_minus_min" else (-hi, -lo)
+    return "regressed" if w_lo > 0 else "improved" if w_hi < 0 else "unchanged"
 
 
 def regression_checks(rules: list[DecisionRule], head: Side, tables: dict[str, _Tables], paired: bool,

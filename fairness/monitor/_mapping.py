@@ -14,6 +14,9 @@ from pydantic import Field, ValidationError, model_validator
 from fairness._util.errors import FairnessError, validation_message
 from fairness._util.models import Frozen
 
+MAPPING_VERSION = "1.0.0"
+"""Semver of the mapping file's format (its published schema's `$id`)."""
+
 FIELD_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]{0,127}$"
 """A top-level column name: letters, digits, `_` and `-` (quoted in SQL, never interpolated raw)."""
 

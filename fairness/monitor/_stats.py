@@ -56,12 +56,13 @@ class WindowCells:
     """Whether the cells are units (clusters) rather than one cell per slice."""
 
 
-def windows_of(table: pa.Table, slices: list[str]) -> dict[str, WindowCells]:
-    """The aggregate table split per window (sorted labels), every window over the same `slices`."""
+def windows_of(table: pa.Table, slices: list[str], *, pool: str | None = None) -> dict[str, WindowCells]:
+    """The aggregate table split per window (sorted labels), every window over the same `slices`;
+    with `pool`, all windows as one window of that name (a unit seen in several windows is one cluster)."""
     cols = table.column_names
     sum_cols = [c[4:] for c in cols if c.startswith("sum_")]
     sq_cols = [c[3:] for c in cols if c.startswith("sq_")]
-    window = np.array(table.column("window").to_pylist(), dtype=object)
+    window = np.array(table.column("window").to_pylist() if pool is None else [pool] * table.num_rows, dtype=object)
     slice_ = table.column("slice").to_pylist()
     unit = table.column("unit").to_pylist()
     clustered = any(u is not None for u in unit)

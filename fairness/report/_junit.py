@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
 
+    from fairness.audit._gate import Gate
     from fairness.audit._results import FairnessRun, RegressionCheck, RuleCheck
 
 _SKIPPED = {"inconclusive", "undefined"}
@@ -58,22 +59,29 @@ def _testcase(classname: str, name: str, state: str, reason: str, detail: str) -
 
 def junit_xml(run: FairnessRun) -> str:
     """The JUnit XML document of a run: its rule checks and regression checks, and its verdict."""
+    comp = run.comparison
+    ran = comp is not None and comp.ran
+    return junit_document(f"{run.suite.name} on {run.recordings.model_id}", run.gate, run.rules,
+                          comp.checks if comp is not None and ran else [], comp.base if comp is not None else "",
+                          model=run.recordings.model_id)
+
+
+def junit_document(suite_name: str, gate: Gate, rules: list[RuleCheck], regressions: list[RegressionCheck], base: str, *,
+                   model: str, suffix: str = " (base vs head)") -> str:
+    """JUnit XML: one test case per rule check and per regression check (`suffix` on the latter's names)."""
     import xml.etree.ElementTree as ET
 
-    cases = [_testcase(c.rule, c.scope, c.state, c.reason, _rule_detail(c)) for c in run.rules]
-    states = [c.state for c in run.rules]
-    comp = run.comparison
-    if comp is not None and comp.ran:
-        cases += [_testcase(c.rule, f"{c.scope} (base vs head)", c.state, c.reason, _regression_detail(c, comp.base))
-                  for c in comp.checks]
-        states += [c.state for c in comp.checks]
+    cases = [_testcase(c.rule, c.scope, c.state, c.reason, _rule_detail(c)) for c in rules]
+    states = [c.state for c in rules]
+    cases += [_testcase(c.rule, f"{c.scope}{suffix}", c.state, c.reason, _regression_detail(c, base)) for c in regressions]
+    states += [c.state for c in regressions]
     counts = {"tests": str(len(cases)), "failures": str(states.count("fail")), "errors": "0",
               "skipped": str(sum(s in _SKIPPED for s in states)), "time": "0"}
     root = ET.Element("testsuites", {"name": "llm-fairness-check", **counts})
-    ts = ET.SubElement(root, "testsuite", {"name": f"{run.suite.name} on {run.recordings.model_id}", **counts})
+    ts = ET.SubElement(root, "testsuite", {"name": suite_name, **counts})
     props = ET.SubElement(ts, "properties")
-    for name, value in (("gate.state", run.gate.state), ("gate.exit_code", run.gate.exit_code),
-                        ("gate.passed", str(run.gate.passed).lower()), ("model", run.recordings.model_id)):
+    for name, value in (("gate.state", gate.state), ("gate.exit_code", gate.exit_code),
+                        ("gate.passed", str(gate.passed).lower()), ("model", model)):
         ET.SubElement(props, "property", name=name, value=_fmt(value))
     ts.extend(cases)
     ET.indent(root)

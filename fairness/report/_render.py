@@ -12,6 +12,8 @@ from typing import Any
 import yaml
 
 from fairness.audit._audit import FairnessRun, MetricResult
+from fairness.audit._gate import Gate
+from fairness.audit._results import RegressionCheck, RuleCheck
 from fairness.report._charts import deciding_metric, mermaid_charts
 from fairness.score._catalog import METRICS
 from fairness.suite._rules import DecisionRule
@@ -57,10 +59,15 @@ _REGRESSION_WORDS = {
 
 
 def _head_words(run: FairnessRun) -> str:
-    text = _HEAD_WORDS[(run.gate.head_state, run.gate.gate_on)]
-    if run.rules:
-        text += f" ({rule_counts(run)})"
-    if run.gate.head_state == "inconclusive" and any(c.settle is not None for c in run.rules):
+    return head_words(run.gate, run.rules)
+
+
+def head_words(gate: Gate, rules: list[RuleCheck]) -> str:
+    """The head's own rules in words (the verdict line's first part)."""
+    text = _HEAD_WORDS[(gate.head_state, gate.gate_on)]
+    if rules:
+        text += f" ({checks_counted(gate, rules)})"
+    if gate.head_state == "inconclusive" and any(c.settle is not None for c in rules):
         text += "; see “How many more seeds would settle it”"
     return text
 
@@ -68,10 +75,15 @@ def _head_words(run: FairnessRun) -> str:
 def _regression_words(run: FairnessRun) -> str:
     comp = run.comparison
     assert comp is not None and comp.ran and run.gate.regression_state is not None
-    checks = comp.checks
+    return regression_words(run.gate, comp.checks, comp.base)
+
+
+def regression_words(gate: Gate, checks: list[RegressionCheck], against: str) -> str:
+    """The regression checks against `against` in words."""
+    assert gate.regression_state is not None
     counts = (f"{sum(c.state == 'fail' for c in checks)}/{len(checks)} regression checks beyond the threshold with confidence"
               if checks else "the suite has no regression rule")
-    return f"{_REGRESSION_WORDS[run.gate.regression_state]} against {comp.base} ({counts})"
+    return f"{_REGRESSION_WORDS[gate.regression_state]} against {against} ({counts})"
 
 
 def verdict_line(run: FairnessRun) -> str:
@@ -80,13 +92,17 @@ def verdict_line(run: FairnessRun) -> str:
     Every output opens with this line; it renders `run.gate` and recomputes nothing. When a
     comparison ran, the part that decided the state (the more severe) comes first."""
     g = run.gate
-    head = _head_words(run)
-    if g.regression_state is None:
+    return gate_line(g, _head_words(run), None if g.regression_state is None else _regression_words(run))
+
+
+def gate_line(g: Gate, head: str, regression: str | None, *, compared: str = "base vs head") -> str:
+    """The verdict line from a gate and its two parts in words (`head_words`, `regression_words`);
+    `run` and `monitor` both open every output with it (`compared` names the comparison)."""
+    if regression is None:
         what = head
     else:
-        reg = _regression_words(run)
         regression_decides = g.state == g.regression_state and g.state != g.head_state
-        what = f"{reg}; the head's own rules: {head}" if regression_decides else f"{head}; base vs head: {reg}"
+        what = f"{regression}; the head's own rules: {head}" if regression_decides else f"{head}; {compared}: {regression}"
     policy = "" if g.fail_on == "state" else f" (fail-on {g.fail_on})"
     return f"{ICONS[g.state]} **{g.state.upper()}** — {what}. Exit code {g.exit_code}{policy}."
 
@@ -97,13 +113,18 @@ def plain(markdown_line: str) -> str:
 
 
 def rule_counts(run: FairnessRun) -> str:
+    """What the rule checks' counts count (`checks_counted`)."""
+    return checks_counted(run.gate, run.rules)
+
+
+def checks_counted(gate: Gate, rules: list[RuleCheck]) -> str:
     """What the rule checks' counts count: point values beyond the threshold, and (interval gate)
     checks whose interval lies beyond it. A point breach alone is not a failure under the interval
     gate, so "fired" next to an inconclusive verdict would read as a contradiction."""
-    point = sum(c.fired for c in run.rules)
-    text = f"{point}/{len(run.rules)} rule checks beyond the threshold at the point estimate"
-    if run.gate.gate_on == "interval":
-        text += f"; {sum(c.state == 'fail' for c in run.rules)} with confidence"
+    point = sum(c.fired for c in rules)
+    text = f"{point}/{len(rules)} rule checks beyond the threshold at the point estimate"
+    if gate.gate_on == "interval":
+        text += f"; {sum(c.state == 'fail' for c in rules)} with confidence"
     return text
 
 

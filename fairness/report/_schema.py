@@ -22,11 +22,12 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from fairness._util.errors import FairnessError
 
-SCHEMAS = ("results", "manifest")
+SCHEMAS = ("results", "manifest", "monitor", "mapping")
 
 
 def json_schema(name: str) -> dict[str, Any]:
-    """The JSON Schema of `results` (results.json) or `manifest` (a recording set's manifest.json)."""
+    """The JSON Schema of `results` (results.json), `manifest` (a recording set's manifest.json), `monitor`
+    (monitor.json) or `mapping` (a monitor mapping file)."""
     if name == "results":
         from fairness.audit._results import SCHEMA_VERSION, FairnessRun
 
@@ -37,6 +38,16 @@ def json_schema(name: str) -> dict[str, Any]:
 
         schema = Manifest.model_json_schema(mode="serialization", schema_generator=_WithFieldDocs)
         schema["$id"] = f"https://llm-fairness-check/schema/manifest-{FORMAT_VERSION}.json"
+    elif name == "monitor":
+        from fairness.monitor._results import MONITOR_SCHEMA_VERSION, MonitorRun
+
+        schema = MonitorRun.model_json_schema(mode="serialization", schema_generator=_WithFieldDocs)
+        schema["$id"] = f"https://llm-fairness-check/schema/monitor-{MONITOR_SCHEMA_VERSION}.json"
+    elif name == "mapping":
+        from fairness.monitor._mapping import MAPPING_VERSION, Mapping
+
+        schema = Mapping.model_json_schema(mode="validation", schema_generator=_WithFieldDocs)
+        schema["$id"] = f"https://llm-fairness-check/schema/mapping-{MAPPING_VERSION}.json"
     else:
         raise FairnessError(f"unknown schema `{name}` (choose from {', '.join(SCHEMAS)})")
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
