@@ -53,6 +53,7 @@ INDEX = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple/")
 # lock -> the (Python, uv platform) pairs its installs target
 TARGETS = {
     "replay.lock": [("3.10", "x86_64-manylinux_2_28"), ("3.12", "x86_64-manylinux_2_36")],
+    "monitor.lock": [("3.10", "x86_64-manylinux_2_28"), ("3.12", "x86_64-manylinux_2_36")],
     "hosted.lock": [("3.10", "x86_64-manylinux_2_28"), ("3.12", "x86_64-manylinux_2_36")],
     "live.lock": [("3.10", "x86_64-manylinux_2_28"), ("3.12", "x86_64-manylinux_2_36")],
     "build.lock": [("3.12", "x86_64-manylinux_2_36")],

@@ -42,7 +42,8 @@ def workflows(tmp_path_factory) -> dict[str, dict]:
                                                     *sorted((REPO / "docs" / "examples").glob("*.yml"))]}
     for provider, argv in PROVIDERS.items():
         root = tmp_path_factory.mktemp(provider)
-        assert cli.main(["init", "--dir", str(root), "--action-ref", f"acme/llm-fairness-check@{SHA}", *argv]) == 0
+        monitor = ["--monitor", "--monitor-logs", "/var/log/llm/*.jsonl.gz"] if provider == "openai" else []
+        assert cli.main(["init", "--dir", str(root), "--action-ref", f"acme/llm-fairness-check@{SHA}", *argv, *monitor]) == 0
         for p in sorted((root / ".github" / "workflows").glob("*.yml")):
             found[f"init[{provider}]/{p.name}"] = p
     return {name: yaml.safe_load(p.read_text(encoding="utf-8")) for name, p in found.items()}
@@ -144,6 +145,10 @@ def lock_pins(path: Path) -> list[str]:
 
 
 # -- the rules ---------------------------------------------------------------------------------
+
+
+def test_the_scaffolded_monitor_workflow_is_vetted_too(workflows):
+    assert "init[openai]/fairness-monitor.yml" in workflows
 
 
 def test_the_secret_holding_jobs_are_found(workflows):

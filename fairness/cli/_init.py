@@ -33,6 +33,8 @@ ACTION_REPO = _release.ACTION_REPOSITORY
 """Where the Action is published (fairness/_release.py); `--action-ref` names another (a fork, a mirror)."""
 PR_WORKFLOW = ".github/workflows/fairness-check.yml"
 REGEN_WORKFLOW = ".github/workflows/fairness-regenerate.yml"
+MONITOR_WORKFLOW = ".github/workflows/fairness-monitor.yml"
+MONITOR_MAPPING = "fairness-check/monitor-mapping.yaml"
 SUITE_COPY = "fairness-check/suite.yaml"
 ACTIONLINT_CONFIG = ".github/actionlint.yaml"
 ACTIONLINT_GPU = (
@@ -76,6 +78,18 @@ def register(sub) -> None:
                         f"{ACTION_REPO} (default: the release this package was built from; a source install "
                         "has none and needs this flag)")
     p.add_argument("--schedule", default="17 4 * * 1", help="cron schedule of the regeneration workflow (default: weekly)")
+    p.add_argument("--monitor", action="store_true",
+                   help="also write a scheduled workflow that audits production logs (`llm-fairness-check monitor`) on "
+                        "a self-hosted runner that can read them, and a mapping file to fill in")
+    p.add_argument("--monitor-logs", help="--monitor: the logs on that runner, a file, directory or glob "
+                                          "(e.g. /var/log/llm/*.jsonl.gz)")
+    p.add_argument("--monitor-runner", default="fairness-logs",
+                   help="--monitor: the label of the self-hosted runner that can read the logs (default fairness-logs)")
+    p.add_argument("--monitor-mapping", default=MONITOR_MAPPING,
+                   help=f"--monitor: the mapping file in the repository (default {MONITOR_MAPPING}; written if absent)")
+    p.add_argument("--monitor-schedule", default="23 5 * * *", help="--monitor: cron schedule (default: daily)")
+    p.add_argument("--monitor-window", default="day", help="--monitor: day, week or N records per window (default day)")
+    p.add_argument("--monitor-sample", type=int, default=1, help="--monitor: keep 1 record in N (default 1: all)")
     p.add_argument("--force", action="store_true", help="overwrite existing files")
     p.set_defaults(handler=cmd_init)
 
@@ -123,19 +137,19 @@ _CRON_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 6))
 """minute, hour, day of month, month, day of week: what GitHub's scheduler accepts."""
 
 
-def _cron(value: str) -> str:
+def _cron(value: str, flag: str = "schedule") -> str:
     """A five-field numeric cron expression whose every number is in its field's range
     (GitHub rejects the whole workflow file otherwise, silently disabling the schedule)."""
     fields = value.split()
     if not _CRON.fullmatch(value) or len(fields) != 5:
-        raise FairnessError(f"`--schedule` {value!r} must be a five-field cron expression")
+        raise FairnessError(f"`--{flag}` {value!r} must be a five-field cron expression")
     for field, (low, high) in zip(fields, _CRON_RANGES, strict=True):
         for part in field.split(","):
             span, _, step = part.partition("/")
             numbers = [] if span == "*" else span.split("-")
             if (step and not step.isdigit()) or len(numbers) > 2 or any(not n.isdigit() for n in numbers) \
                     or any(not low <= int(n) <= high for n in numbers) or (step and int(step) < 1):
-                raise FairnessError(f"`--schedule` {value!r}: field `{field}` must use numbers in {low}-{high}")
+                raise FairnessError(f"`--{flag}` {value!r}: field `{field}` must use numbers in {low}-{high}")
     return value
 
 
@@ -258,8 +272,14 @@ def plan(args) -> Plan:
         "Q_RUNS_ON": _yaml(RUNNERS[runner]),
     }
     files = {PR_WORKFLOW: _template("fairness-check.yml", tokens), REGEN_WORKFLOW: _template("fairness-regenerate.yml", tokens)}
-    if runner == "self-hosted-gpu":
+    labels = ["gpu"] if runner == "self-hosted-gpu" else []
+    if getattr(args, "monitor", False):
+        label = _monitor_files(args, tokens, files)
+        labels.append(label)
+    if labels == ["gpu"]:
         files[ACTIONLINT_CONFIG] = ACTIONLINT_GPU
+    elif labels:
+        files[ACTIONLINT_CONFIG] = ACTIONLINT_LABELS + "".join(f"    - {name}\n" for name in labels)
     if args.with_suite:
         files[SUITE_COPY] = _suite_copy(f"{_slug(str(Path(args.dir).resolve()))}/fairness-suite")
     record = ["llm-fairness-check", "generate", "--suite", suite, "--engine", engine, "--model", model]
@@ -274,6 +294,49 @@ def plan(args) -> Plan:
         "git push",
     ]
     return Plan(files, commands)
+
+
+MONITOR_MAPPING_TEXT = """\
+# Which fields of the production logs `llm-fairness-check monitor` reads (written by
+# `llm-fairness-check init --monitor`; schema: `llm-fairness-check schema mapping`). Rename the
+# values to your logs' field names; a missing field is an error naming it.
+text: output            # the model's output text (the one field the rubric scores)
+groups: [gender]        # group attribute fields; or `slice: FIELD` for a field already holding the slice
+timestamp: timestamp    # ISO-8601 or a timestamp column (UTC): day and week windows are cut from it
+unit: user_id           # optional: records of one user (or conversation) are correlated; delete if none
+id: request_id          # a stable record id: the 1/N sample and row windows are keyed on it
+"""
+
+ACTIONLINT_LABELS = (
+    "# actionlint configuration, written by `llm-fairness-check init`: the self-hosted runners' labels\n"
+    "# (https://github.com/rhysd/actionlint/blob/main/docs/config.md)\n"
+    "self-hosted-runner:\n  labels:\n"
+)
+
+
+def _monitor_files(args, tokens: dict[str, str], files: dict[str, str]) -> str:
+    """Add the monitor workflow (and the mapping file when the repository has none) to `files`; its runner label."""
+    if not args.monitor_logs:
+        raise FairnessError("`--monitor` needs `--monitor-logs` (the logs on the runner: a file, directory or glob)")
+    logs = args.monitor_logs
+    if not logs.strip() or "${{" in logs or any(ord(ch) < 32 or ord(ch) == 127 for ch in logs):
+        raise FairnessError(f"`--monitor-logs` {logs!r} must be one line without `${{{{` (GitHub would evaluate it)")
+    label = _plain("monitor-runner", args.monitor_runner)
+    mapping = _repo_path("monitor-mapping", args.monitor_mapping)
+    _cron(args.monitor_schedule, "monitor-schedule")
+    window = args.monitor_window
+    if window not in ("day", "week") and not (window.isdigit() and int(window) > 0):
+        raise FairnessError(f"`--monitor-window` {window!r} must be day, week or a positive number of records")
+    if not 1 <= args.monitor_sample <= 1_000_000_000:
+        raise FairnessError(f"`--monitor-sample` {args.monitor_sample} must be between 1 and 1000000000")
+    tokens = {**tokens, "MONITOR_LABEL": label, "Q_MONITOR_CRON": _yaml(args.monitor_schedule),
+              "Q_MONITOR_RUNS_ON": _yaml(["self-hosted", label]), "Q_MONITOR_LOGS": _yaml(logs),
+              "Q_MONITOR_MAPPING": _yaml(mapping), "Q_MONITOR_SAMPLE": _yaml(str(args.monitor_sample)),
+              "Q_MONITOR_WINDOW": _yaml(window)}
+    files[MONITOR_WORKFLOW] = _template("fairness-monitor.yml", tokens)
+    if not (Path(args.dir) / mapping).exists():
+        files[mapping] = MONITOR_MAPPING_TEXT
+    return label
 
 
 def cmd_init(args) -> int:
