@@ -22,34 +22,27 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from fairness._util.errors import FairnessError
 
-SCHEMAS = ("results", "manifest", "monitor", "mapping")
+_SOURCES = {
+    "results": ("fairness.audit._results", "FairnessRun", "SCHEMA_VERSION", "serialization"),
+    "manifest": ("fairness.recordings._store", "Manifest", "FORMAT_VERSION", "serialization"),
+    "monitor": ("fairness.monitor._results", "MonitorRun", "MONITOR_SCHEMA_VERSION", "serialization"),
+    "mapping": ("fairness.monitor._mapping", "Mapping", "MAPPING_VERSION", "validation"),  # a file users write
+}
+"""Each schema's model and version constant (module, model, version, pydantic JSON-schema mode)."""
+SCHEMAS = tuple(_SOURCES)
 
 
 def json_schema(name: str) -> dict[str, Any]:
     """The JSON Schema of `results` (results.json), `manifest` (a recording set's manifest.json), `monitor`
     (monitor.json) or `mapping` (a monitor mapping file)."""
-    if name == "results":
-        from fairness.audit._results import SCHEMA_VERSION, FairnessRun
-
-        schema = FairnessRun.model_json_schema(mode="serialization", schema_generator=_WithFieldDocs)
-        schema["$id"] = f"https://llm-fairness-check/schema/results-{SCHEMA_VERSION}.json"
-    elif name == "manifest":
-        from fairness.recordings._store import FORMAT_VERSION, Manifest
-
-        schema = Manifest.model_json_schema(mode="serialization", schema_generator=_WithFieldDocs)
-        schema["$id"] = f"https://llm-fairness-check/schema/manifest-{FORMAT_VERSION}.json"
-    elif name == "monitor":
-        from fairness.monitor._results import MONITOR_SCHEMA_VERSION, MonitorRun
-
-        schema = MonitorRun.model_json_schema(mode="serialization", schema_generator=_WithFieldDocs)
-        schema["$id"] = f"https://llm-fairness-check/schema/monitor-{MONITOR_SCHEMA_VERSION}.json"
-    elif name == "mapping":
-        from fairness.monitor._mapping import MAPPING_VERSION, Mapping
-
-        schema = Mapping.model_json_schema(mode="validation", schema_generator=_WithFieldDocs)
-        schema["$id"] = f"https://llm-fairness-check/schema/mapping-{MAPPING_VERSION}.json"
-    else:
+    if name not in _SOURCES:
         raise FairnessError(f"unknown schema `{name}` (choose from {', '.join(SCHEMAS)})")
+    import importlib
+
+    module, model, version, mode = _SOURCES[name]
+    mod = importlib.import_module(module)
+    schema = getattr(mod, model).model_json_schema(mode=mode, schema_generator=_WithFieldDocs)
+    schema["$id"] = f"https://llm-fairness-check/schema/{name}-{getattr(mod, version)}.json"
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
 
