@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -116,7 +117,7 @@ def read_grid_results(path: str) -> tuple[Path, dict]:
 
 
 def _grid_n(by_metric: dict, s: str) -> float:
-    m = next(iter(by_metric.values()), {})
+    m: dict[str, Any] = next(iter(by_metric.values()), {})
     est = m.get("scopes", {}).get("overall", {}).get("by_slice", {}).get(s) or {}
     return float(est.get("n") or 0)
 
