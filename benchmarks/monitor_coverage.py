@@ -58,21 +58,23 @@ def truth(base: float, sd: float, linked: bool, kind: str, seed: int) -> float:
     return float((n * p).sum() / n.sum())
 
 
-def draw(rng: np.random.Generator, units: int, base: float, sd: float, linked: bool, kind: str) -> tuple[np.ndarray, np.ndarray]:
+def draw(rng: np.random.Generator, units: int, base: float, sd: float, linked: bool,
+         kind: str) -> tuple[np.ndarray, np.ndarray, float]:
+    """Per unit records and totals, and the sum of squared per-record values."""
     n = unit_sizes(rng, units)
     if kind == "rate":
         x = rng.binomial(n, unit_rates(rng, n, base, sd, linked))
-    else:
-        x = rng.poisson(n * base * np.exp(sd * rng.normal(size=units) - sd * sd / 2))
-    return n.astype(float), x.astype(float)
+        return n.astype(float), x.astype(float), float(x.sum())
+    y = rng.poisson(np.repeat(base * np.exp(sd * rng.normal(size=units) - sd * sd / 2), n))  # per record
+    x = np.bincount(np.repeat(np.arange(units), n), weights=y, minlength=units)
+    return n.astype(float), x, float((y * y).sum())
 
 
-def interval(n: np.ndarray, x: np.ndarray, kind: str, clustered: bool) -> tuple[float, float]:
+def interval(n: np.ndarray, x: np.ndarray, squares: float, kind: str, clustered: bool) -> tuple[float, float]:
     if clustered:
         uc = UnitCounts(x[:, None], n[:, None], kind, np.zeros(1), True)
-    else:  # the records as independent draws: one cell, the sum of squares for a count's dispersion
-        uc = UnitCounts(x.sum(keepdims=True)[:, None], n.sum(keepdims=True)[:, None], kind,
-                        np.array([x.sum() if kind == "rate" else float((x * x).sum())]), False)
+    else:  # the records as independent draws: one cell, the records' sum of squares for a count's variance
+        uc = UnitCounts(x.sum(keepdims=True)[:, None], n.sum(keepdims=True)[:, None], kind, np.array([squares]), False)
     lo, hi = slice_intervals(SliceBounds.of(uc), ALPHA)
     return float(lo[0]), float(hi[0])
 
@@ -86,9 +88,9 @@ def scenario_rows(reps: int, seed: int):
         r = truth(base, sd, linked, kind, seed + 1)
         stats = {True: [], False: []}
         for _ in range(reps):
-            n, x = draw(rng, units, base, sd, linked, kind)
+            n, x, sq = draw(rng, units, base, sd, linked, kind)
             for clustered in (True, False):
-                stats[clustered].append(interval(n, x, kind, clustered))
+                stats[clustered].append(interval(n, x, sq, kind, clustered))
         out = []
         for clustered in (True, False):
             a = np.array(stats[clustered])
@@ -106,7 +108,7 @@ def worst_slice_rows(reps: int, seed: int):
         truths = [truth(b, 1.0, False, "rate", seed + 2) for b in (base, base, base, 2 * base)]
         hit = 0
         for _ in range(reps):
-            cols = [draw(rng, 50, b, 1.0, False, "rate") for b in (base, base, base, 2 * base)]
+            cols = [draw(rng, 50, b, 1.0, False, "rate")[:2] for b in (base, base, base, 2 * base)]
             U = sum(len(c[0]) for c in cols)
             N, X = np.zeros((U, 4)), np.zeros((U, 4))
             at = 0
