@@ -162,6 +162,16 @@ class TestGate:
         assert "underpowered-window" in {c["code"] for c in data["caveats"]}
 
 
+    def test_a_sample_that_keeps_nothing_is_undefined(self, logs, tmp_path):
+        root, records, _, _ = logs
+        n = 10**9
+        assert not any(keep(r["request_id"], n) for r in records)
+        assert monitor(root, tmp_path / "out", "--sample", str(n)) == 4
+        data = read(tmp_path / "out")
+        assert (data["source"]["rows_read"], data["source"]["rows_sampled"], data["windows"]) == (len(records), 0, [])
+        assert data["gate"]["reasons"] == [f"no record to judge: the sample kept none of the {len(records)} records read"]
+
+
 class TestInputs:
     @pytest.mark.parametrize("fmt", ["jsonl.gz", "parquet", "csv"])
     def test_every_format_gives_the_same_audit(self, logs, daily, fmt, tmp_path):

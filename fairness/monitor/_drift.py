@@ -195,6 +195,9 @@ def regressions(rules: list[DecisionRule], windows: dict[str, WindowCells], refs
                 small: dict[str, list[str]], alpha: float) -> list[RegressionCheck]:
     """Every regression rule in each window that has a reference (either scope: a window is the unit of change)."""
     out: list[RegressionCheck] = []
+    if not refs:
+        return out
+    slices = next(iter(windows.values())).slices
     for rule in rules:
         if rule.kind != "regression":
             continue
@@ -208,8 +211,8 @@ def regressions(rules: list[DecisionRule], windows: dict[str, WindowCells], refs
             return side_change(refs[w].counts(spec), counts_of(windows[w], spec), spec, statistic, alpha,
                                breach_low=low, tail=tail)
 
-        done = {c.scope: c for c in regression_checks_over(rule, statistic, [scope_of(w) for w in live], at,
-                                                           next(iter(windows.values())).slices, alpha, "against its reference")}
+        done = {c.scope: c for c in regression_checks_over(rule, statistic, [scope_of(w) for w in live], at, slices, alpha,
+                                                           "against its reference")}
         for w in refs:
             if scope_of(w) in done:
                 out.append(done[scope_of(w)])

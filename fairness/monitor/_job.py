@@ -98,7 +98,9 @@ def build_run(agg: Aggregate, job: ScanJob, suite: Suite, options: MonitorOption
     regs = regressions(list(suite.rules), windows, refs, small, alpha)
     state, reasons = head_verdict([c.state for c in checks],
                                   [f"{c.rule} [{c.scope}]: {c.state} — {c.reason}" for c in checks if c.state != "pass"],
-                                  has_rules=any(r.kind == "absolute" for r in suite.rules))
+                                  has_rules=any(r.kind == "absolute" for r in suite.rules),
+                                  empty=None if agg.rows_sampled else
+                                  f"no record to judge: the sample kept none of the {agg.rows_read} records read")
     has_regression = any(r.kind == "regression" for r in suite.rules)
     reg_reasons = [f"{c.rule} [{c.scope}{f', slice {c.slice}' if c.slice else ''}]: {c.state} — {c.reason}"
                    for c in regs if c.state != "pass"]
