@@ -25,8 +25,11 @@ and reads no id. `keep(id, N)` is the Python reference the engines are tested ag
 Inputs an engine's SQL selects for `cells_of_batch`: `_text` (string), `_ts` (timestamp, UTC),
 `_slice` (string) or `_g0`, `_g1` … (the group fields, any type, cast to string here), `_unit`
 (string, when the mapping has a unit), `_rank` (int64, 0-based position of the record among the
-sampled records ordered by (`_ts`, id) — row windows only), and `_h` (int64: the sampling hash,
-for the examples).
+sampled records ordered by (`_ts`, `_key`) — row windows only), `_key` (string: the id as a
+string, or without an id the md5 hex of the text) and `_h` (int64: the sampling hash of `_key`).
+
+Examples (`ScanJob.examples` = k > 0): the k sampled records smallest in (`_h`, `_key`, window,
+slice, text), in that order, as {window, slice, text}.
 """
 
 from __future__ import annotations
@@ -95,7 +98,7 @@ class Aggregate:
     rows_sampled: int
     """Records the sample kept (the sum of `n`)."""
     examples: list[dict[str, str]] = field(default_factory=list)
-    """Up to `ScanJob.examples` records as {window, slice, text}, smallest sampling hash first."""
+    """Up to `ScanJob.examples` records as {window, slice, text}, in the order the module docstring gives."""
 
 
 class Engine(Protocol):
