@@ -139,9 +139,9 @@ def _caveats(job: ScanJob, results: dict, slices: list[str], kind: str, refs: di
                   if e.cells is not None and e.cells < FEW_UNITS})
     if few:
         out.append(Caveat(code="few-units", message=f"{len(few)} window(s) have a slice with fewer than {FEW_UNITS} "
-                          f"units ({', '.join(few[:10])}{' …' if len(few) > 10 else ''}): with so few users whose rates "
-                          "vary strongly (and with their activity) the 95% intervals covered 79–90% in "
-                          "benchmarks/monitor_coverage.py; more units, or longer windows, restore it"))
+                          f"units ({', '.join(few[:10])}{' …' if len(few) > 10 else ''}): where so few users' rates "
+                          "vary strongly (and with their activity) the 95% intervals covered as little as 79% in "
+                          "benchmarks/monitor_coverage.py; more units (longer windows) bring it back toward 95%"))
     if any("(missing)" in s.split("_") for s in slices):
         out.append(Caveat(code="missing-group", message="some records lack a group value: they form slices with "
                                                          "`(missing)` in their name"))
