@@ -172,6 +172,45 @@ class TestGate:
         assert data["gate"]["reasons"] == [f"no record to judge: the sample kept none of the {len(records)} records read"]
 
 
+class TestMappingAndSuite:
+    def test_a_slice_field_and_no_unit(self, logs, tmp_path):
+        root, records, n, _x = logs
+        rows = [{"text": r["output"], "cohort": f"{r['gender']}_{r['religion']}", "at": r["ts"]} for r in records]
+        write_logs(tmp_path / "logs", rows, "parquet")
+        (tmp_path / "m.yaml").write_text("text: text\nslice: cohort\ntimestamp: at\n", encoding="utf-8")
+        monitor(root, tmp_path / "out", logs=str(tmp_path / "logs"), mapping=str(tmp_path / "m.yaml"))
+        data = read(tmp_path / "out")
+        assert data["source"]["mapping"] == {"text": "text", "groups": None, "slice": "cohort", "timestamp": "at",
+                                             "unit": None, "id": None}
+        for w in data["windows"]:
+            assert w["units"] is None
+            by_slice = metric(w, RATE)["by_slice"]
+            assert {s: (e["n"], e["method"], e["cells"], e["deff"]) for s, e in by_slice.items()} == {
+                s: (n[w["window"], s], "clopper-pearson", None, 1.0) for s in PLANTED}
+        assert data["drift"] == [day_label(DRIFT_DAY)]
+
+    def test_the_suites_rules_and_min_group_size_are_used(self, logs, tmp_path):
+        import yaml
+
+        from fairness.suite._suite import BUILTIN_SUITES
+
+        root = logs[0]
+        builtin = Path(__file__).resolve().parents[1] / "fairness" / "suite" / "builtin" / BUILTIN_SUITES[
+            "fairness-cards/qwen-v0.1"]
+        suite = yaml.safe_load(builtin.read_text(encoding="utf-8"))
+        suite["min_group_size"] = 30
+        suite["rules"] = [{"id": "pooled-stereotype", "metric": RATE, "statistic": "rate", "scope": "overall",
+                           "comparator": ">", "threshold": 0.5}]
+        (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite), encoding="utf-8")
+        assert monitor(root, tmp_path / "out", "--suite", str(tmp_path / "suite.yaml")) == 0
+        data = read(tmp_path / "out")
+        (check,) = data["rules"]
+        assert (check["rule"], check["scope"], check["state"]) == ("pooled-stereotype", "overall", "pass")
+        assert data["min_group_size"] == 30
+        assert data["regressions"] == [] and data["gate"]["regression_state"] is None
+        assert data["gate"]["state"] == "pass"
+
+
 class TestInputs:
     @pytest.mark.parametrize("fmt", ["jsonl.gz", "parquet", "csv"])
     def test_every_format_gives_the_same_audit(self, logs, daily, fmt, tmp_path):
