@@ -146,8 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     rr.add_argument("--reason", required=True, help="why the records were edited (kept in the manifest's history)")
     rr.add_argument("--by", help="who resealed (default: git's user.name <user.email>, else $USER)")
 
-    sc = sub.add_parser("schema", help="print the JSON Schema of results.json or of a recording manifest")
-    sc.add_argument("name", choices=["results", "manifest"])
+    sc = sub.add_parser("schema", help="print the JSON Schema of results.json, a recording manifest or a suite file")
+    sc.add_argument("name", choices=["results", "manifest", "suite"])
 
     from fairness.cli._audit import register
     from fairness.cli._init import register as register_init
