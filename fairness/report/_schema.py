@@ -50,7 +50,18 @@ def json_schema(name: str) -> dict[str, Any]:
 
 
 def schema_text(name: str) -> str:
-    """`json_schema(name)` as stable, indented JSON text (the committed file's bytes)."""
+    """`json_schema(name)` as stable, indented JSON text (the committed file's bytes); `openapi`: the REST
+    service's OpenAPI document (docs/schema/openapi.json; needs the `serve` extra)."""
+    if name == "openapi":
+        import importlib.util
+
+        if importlib.util.find_spec("fastapi") is None:
+            from fairness.serve import SERVE_EXTRA
+
+            raise FairnessError(f"the OpenAPI document needs fastapi: {SERVE_EXTRA}")
+        from fairness.serve._app import create_app
+
+        return json.dumps(create_app().openapi(), indent=2, ensure_ascii=False) + "\n"
     return json.dumps(json_schema(name), indent=2, ensure_ascii=False) + "\n"
 
 
