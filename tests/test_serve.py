@@ -25,6 +25,7 @@ from conftest import DEFAULT_RECORDINGS, REPO
 
 from fairness.cli import main
 from fairness.report._schema import schema_text
+from fairness.serve._errors import Refused
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
@@ -375,6 +376,36 @@ class TestTokenAndQueue:
             assert (health["queued"], health["running"], health["queue_size"]) == (1, 1, 1)
         finally:
             srv.stop()
+
+
+class TestRetention:
+    def test_finished_audits_go_after_the_retention_and_beyond_the_count(self, tmp_path):
+        from fairness.serve._jobs import Jobs
+        from fairness.serve._settings import ServeSettings
+
+        jobs = Jobs(ServeSettings(retention_seconds=60, keep_jobs=2), tmp_path)
+        made = []
+        for _ in range(4):
+            with jobs.place() as job:
+                jobs.submit(job)
+            made.append(job)
+        now = time.time()
+        for job, finished in zip(made, (now - 100, now - 30, now - 20, None), strict=True):  # the last still runs
+            job.finished = finished
+        jobs.prune(now=now)  # the first is past its 60 s; two finished are within keep_jobs=2
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(j.id for j in made[1:])
+        jobs.prune(now=now + 35)  # the second is past its 60 s too
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(j.id for j in made[2:])
+        made[3].finished = now + 30
+        with jobs.place() as extra:
+            jobs.submit(extra)
+        extra.finished = now + 31  # three finished within the retention: the oldest goes (keep_jobs=2)
+        jobs.prune(now=now + 35)
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(j.id for j in (made[3], extra))
+        with pytest.raises(Refused) as refused:
+            jobs.get(made[2].id)
+        assert (refused.value.status, refused.value.message) == (
+            404, f"no audit `{made[2].id}` (unknown, or removed after its retention)")
 
 
 class TestCommand:

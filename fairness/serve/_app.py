@@ -62,6 +62,14 @@ def status_of(job: Job) -> AuditStatus:
     )
 
 
+def output(job: Job, name: str) -> bytes:
+    """A finished audit's output file; 404 if its retention ended while the request was answered."""
+    try:
+        return (job.out / name).read_bytes()
+    except FileNotFoundError:
+        raise Refused(404, f"no audit `{job.id}` (unknown, or removed after its retention)") from None
+
+
 def _status_response(job: Job, code: int) -> JSONResponse:
     return JSONResponse(status_of(job).model_dump(mode="json"), status_code=code)
 
@@ -199,7 +207,7 @@ def create_app(settings: ServeSettings | None = None) -> FastAPI:
         """An audit's results.json once done; its status (202) while queued or running, or (422) if it failed."""
         job = jobs(request).get(audit_id)
         if job.status == "done":
-            return Response((job.out / "results.json").read_bytes(), media_type="application/json")
+            return Response(output(job, "results.json"), media_type="application/json")
         return _status_response(job, 422 if job.status == "failed" else 202)
 
     @app.get("/v1/audits/{audit_id}/status", tags=["audits"], dependencies=auth, responses=_errors(401, 404))
@@ -273,7 +281,7 @@ def _file_route(app: FastAPI, name: str, media: str, auth: list, jobs: Any) -> N
         headers = {"X-Content-Type-Options": "nosniff"}
         if name == "card.html":
             headers["Content-Security-Policy"] = CARD_CSP
-        return Response((job.out / name).read_bytes(), media_type=media, headers=headers)
+        return Response(output(job, name), media_type=media, headers=headers)
 
     get_file.__doc__ = f"The finished audit's {name}."
     app.add_api_route(f"/v1/audits/{{audit_id}}/{name}", get_file, methods=["GET"], tags=["files"], dependencies=auth,
