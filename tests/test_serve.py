@@ -200,6 +200,19 @@ class TestAudit:
             status, headers, _ = call(server, "GET", f"{base}/{name}")
             assert (status, headers["content-type"]) == (200, f"{media}; charset=utf-8")
 
+    def test_a_suite_file_inside_the_archive_is_used(self, server, cli_run):
+        suite_yaml = (REPO / "fairness" / "suite" / "builtin" / "qwen-v0.1.yaml").read_bytes()
+        body = tar_gz([entry("suites/mine.yaml", suite_yaml), *set_entries()])
+        status, accepted = upload(server, body, "?suite_file=./suites/mine.yaml&fail_on=fail")
+        assert status == 202
+        status, served = wait_done(server, accepted["id"])
+        expected = json.loads((cli_run / "results.json").read_text())
+        assert status == 200 and served["suite"] == expected["suite"] and served["metrics"] == expected["metrics"]
+        # fail_on=fail: an inconclusive verdict passes
+        assert (served["gate"]["state"], served["gate"]["passed"], served["gate"]["fail_on"]) == ("inconclusive", True, "fail")
+        card = call(server, "GET", f"/v1/audits/{accepted['id']}/card.md")[2].decode()
+        assert f"llm-fairness-check run --suite suites/mine.yaml --recordings {SET} --fail-on fail --out out" in card
+
     def test_a_set_the_audit_refuses_is_a_failed_job_with_one_line(self, server, tmp_path):
         """The checksums match (resealed after the edit) but a grid row has no recording: the audit itself refuses."""
         lines = (DEFAULT_RECORDINGS / "records.jsonl").read_bytes().splitlines(keepends=True)
@@ -449,6 +462,12 @@ class TestOpenAPI:
         get = doc["paths"]["/v1/audits/{audit_id}"]["get"]["responses"]
         assert get["200"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/FairnessRun"}
         assert get["202"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/AuditStatus"}
+        post = doc["paths"]["/v1/audits"]["post"]
+        assert post["responses"]["202"]["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/AuditStatus"}
+        assert sorted(post["requestBody"]["content"]) == ["application/gzip", "application/x-gzip"]
+        assert [p["name"] for p in post["parameters"]][:3] == ["kind", "suite", "suite_file"]
+        assert post["parameters"][0]["schema"]["const"] == "recordings"
         refs = {r["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
                 for op in (o for p in doc["paths"].values() for o in p.values())
                 for code, r in op["responses"].items() if code.startswith("4")}

@@ -137,8 +137,9 @@ def create_app(settings: ServeSettings | None = None) -> FastAPI:
                       queue_size=settings.queue_size, auth=settings.token is not None)
 
     @app.post(
-        "/v1/audits", tags=["audits"], status_code=202, dependencies=auth,
-        responses={**_errors(400, 401, 413, 415, 422, 429)},
+        "/v1/audits", tags=["audits"], status_code=202, dependencies=auth, response_model=AuditStatus,
+        responses={202: {"description": "Accepted and queued: the audit's status (`Location`: where to poll)."},
+                   **_errors(400, 401, 413, 415, 422, 429)},
         openapi_extra={"requestBody": {"required": True, "description": (
             "The recording set as a gzip'd tar (`tar czf set.tar.gz -C recordings/… .`, or with the set's folder as "
             "the archive's one top-level folder). Only regular files and folders; no absolute paths, `..`, links, "
