@@ -36,6 +36,7 @@ LIMITS = {
     "FAIRNESS_SERVE_MAX_UPLOAD_BYTES": str(2 * 1024 * 1024),
     "FAIRNESS_SERVE_MAX_UNPACKED_BYTES": str(8 * 1024 * 1024),
     "FAIRNESS_SERVE_MAX_ENTRIES": "50",
+    "FAIRNESS_SERVE_UPLOAD_TIMEOUT_S": "3",
 }
 
 
@@ -326,6 +327,23 @@ class TestHostileUploads:
                 413, {"error": "the body is over 2,097,152 bytes, the limit (FAIRNESS_SERVE_MAX_UPLOAD_BYTES)"})
         finally:
             conn.close()
+
+    def test_a_body_that_trickles_in_is_refused_after_the_upload_timeout(self, server, committed_set):
+        before = sorted(p.name for p in server.root.iterdir())
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        try:
+            conn.putrequest("POST", "/v1/audits")
+            conn.putheader("Content-Type", "application/gzip")
+            conn.putheader("Content-Length", str(len(committed_set)))
+            conn.endheaders(committed_set[:1000])  # the rest never comes
+            started = time.monotonic()
+            resp = conn.getresponse()
+            assert (resp.status, json.loads(resp.read())) == (
+                408, {"error": "the body took over 3 s to arrive, the limit (FAIRNESS_SERVE_UPLOAD_TIMEOUT_S)"})
+            assert 2.5 < time.monotonic() - started < 20
+        finally:
+            conn.close()
+        assert sorted(p.name for p in server.root.iterdir()) == before  # its place and folder are released
 
     def test_a_chunked_body_is_counted_as_it_streams(self, server):
         chunk = gzip.compress(b"") + bytes(64 * 1024)

@@ -8,6 +8,7 @@ in, whatever its Content-Length says.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import difflib
 import shutil
@@ -139,14 +140,15 @@ def create_app(settings: ServeSettings | None = None) -> FastAPI:
     @app.post(
         "/v1/audits", tags=["audits"], status_code=202, dependencies=auth, response_model=AuditStatus,
         responses={202: {"description": "Accepted and queued: the audit's status (`Location`: where to poll)."},
-                   **_errors(400, 401, 413, 415, 422, 429)},
+                   **_errors(400, 401, 408, 413, 415, 422, 429)},
         openapi_extra={"requestBody": {"required": True, "description": (
             "The recording set as a gzip'd tar (`tar czf set.tar.gz -C recordings/… .`, or with the set's folder as "
             "the archive's one top-level folder). Only regular files and folders; no absolute paths, `..`, links, "
             f"devices or duplicate entries. Limits (environment, defaults): {LIMITS['max_upload_bytes'][0]} "
             f"({LIMITS['max_upload_bytes'][1]:,} bytes of body), {LIMITS['max_unpacked_bytes'][0]} "
             f"({LIMITS['max_unpacked_bytes'][1]:,} bytes unpacked), {LIMITS['max_entries'][0]} "
-            f"({LIMITS['max_entries'][1]:,} entries)."),
+            f"({LIMITS['max_entries'][1]:,} entries), {LIMITS['upload_seconds'][0]} ({LIMITS['upload_seconds'][1]} s "
+            "for the body to arrive)."),
             "content": {t: {"schema": {"type": "string", "format": "binary"}} for t in GZIP_TYPES}}},
     )
     async def submit(request: Request, query: Annotated[AuditQuery, Query()]) -> JSONResponse:
@@ -174,7 +176,11 @@ def create_app(settings: ServeSettings | None = None) -> FastAPI:
             raise _too_large()
         queue = jobs(request)
         with queue.place() as job:
-            size = await _receive(request, job.dir / UPLOAD)
+            try:
+                size = await asyncio.wait_for(_receive(request, job.dir / UPLOAD), settings.upload_seconds)
+            except asyncio.TimeoutError:
+                raise Refused(408, f"the body took over {settings.upload_seconds} s to arrive, the limit "
+                                   f"({LIMITS['upload_seconds'][0]})") from None
             unpacked = await run_in_threadpool(intake, job, query, settings)
             queue.submit(job)
         log.info("audit %s accepted: %d bytes uploaded, %d entries, %d bytes unpacked", job.id, size,

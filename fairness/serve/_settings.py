@@ -25,6 +25,7 @@ LIMITS: dict[str, tuple[str, int, str]] = {
     "max_upload_bytes": ("FAIRNESS_SERVE_MAX_UPLOAD_BYTES", 64 * MiB, "a positive whole number of bytes"),
     "max_unpacked_bytes": ("FAIRNESS_SERVE_MAX_UNPACKED_BYTES", 512 * MiB, "a positive whole number of bytes"),
     "max_entries": ("FAIRNESS_SERVE_MAX_ENTRIES", 1000, "a positive whole number of archive entries"),
+    "upload_seconds": ("FAIRNESS_SERVE_UPLOAD_TIMEOUT_S", 120, "a positive whole number of seconds"),
     "queue_size": ("FAIRNESS_SERVE_QUEUE", 8, "a positive whole number of queued audits"),
     "workers": ("FAIRNESS_SERVE_WORKERS", 1, "a positive whole number of worker threads"),
     "retention_seconds": ("FAIRNESS_SERVE_RETENTION_S", 3600, "a positive whole number of seconds"),
@@ -48,6 +49,8 @@ class ServeSettings(Frozen):
     """Largest decompressed tar stream (headers and contents) accepted, in bytes: a gzip bomb stops here."""
     max_entries: int = LIMITS["max_entries"][1]
     """Most entries (files and folders) one archive may hold."""
+    upload_seconds: int = LIMITS["upload_seconds"][1]
+    """Longest time the body may take to arrive: a slow upload cannot hold a place in the queue for long."""
     queue_size: int = LIMITS["queue_size"][1]
     """Most audits waiting for a worker or being uploaded; one more is 429."""
     workers: int = LIMITS["workers"][1]
