@@ -368,6 +368,31 @@ class TestBadInput:
         assert monitor(tmp_path, tmp_path / "out", logs=str(tmp_path / "logs")) == 2
         assert capsys.readouterr().err == "error: mapping `text`: field `output` has no text in 1 sampled record(s)\n"
 
+    def test_an_unreadable_file_is_one_line_without_log_text(self, logs, tmp_path, capsys):
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text('{"request_id": "r1", "output": "The SECRET answer", "ts": \n', encoding="utf-8")
+        assert monitor(logs[0], tmp_path / "out", logs=str(bad)) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f'error: cannot read the logs as jsonl: Invalid Input Error: Malformed JSON in file "{bad}"')
+        assert err.count("\n") == 1 and "SECRET" not in err
+
+    def test_a_duckdb_error_quoting_a_record_is_elided(self, tmp_path):
+        import duckdb
+
+        from fairness.monitor._duckdb import read_error
+        from fairness.monitor._engine import ScanJob, WindowSpec
+        from fairness.monitor._mapping import Mapping
+
+        csv = tmp_path / "logs.csv"
+        csv.write_text("output\nThe SECRET answer\n", encoding="utf-8")
+        with pytest.raises(duckdb.Error) as caught:  # DuckDB's own message quotes the value and the whole line
+            duckdb.connect().execute(f"SELECT CAST(output AS INTEGER) FROM read_csv(['{csv}'])").fetchall()
+        assert "SECRET" in str(caught.value)
+        job = ScanJob(files=(str(csv),), format="csv", mapping=Mapping(text="output", slice="s", timestamp="t"),
+                      sample=1, window=WindowSpec("day"), mode="paper")
+        message = str(read_error(caught.value, job))
+        assert message.startswith("cannot read the logs as csv: Conversion Error") and "SECRET" not in message
+
     def test_no_file_and_mixed_formats(self, logs, tmp_path, capsys):
         assert monitor(logs[0], tmp_path / "out", logs=str(tmp_path / "none-*.jsonl")) == 2
         assert capsys.readouterr().err == f"error: no log file matches `{tmp_path / 'none-*.jsonl'}`\n"
