@@ -9,8 +9,6 @@ examples) leaves the engine.
 
 from __future__ import annotations
 
-import heapq
-import re
 from typing import Any
 
 from fairness._util.errors import FairnessError
@@ -20,8 +18,9 @@ from fairness.monitor._engine import (
     ScanJob,
     agg_schema,
     cells_of_batch,
-    check_fields,
-    check_values,
+    check_mapped_fields,
+    check_sampled_counts,
+    example_rows,
     finish,
 )
 
@@ -93,7 +92,7 @@ class DuckDBEngine:
         except duckdb.Error as exc:
             raise read_error(exc, job) from None
         m = job.mapping
-        check_fields(job, list(types))
+        check_mapped_fields(job, list(types))
         # the examples' order (and, with an id, the sample and row-window ties): the id, else the text's md5
         key = _as_string(m.id, types) if m.id is not None else f"md5(CAST({_q(m.text)} AS VARCHAR))"
         h = hash_sql(key)
@@ -114,7 +113,7 @@ class DuckDBEngine:
             total, sampled, null_text, bad_ts, null_unit = con.execute(f"SELECT {', '.join(checks)} FROM {src}").fetchall()[0]
         except duckdb.Error as exc:
             raise read_error(exc, job) from None
-        check_values(m, null_text=null_text, bad_timestamps=bad_ts, null_units=null_unit)
+        check_sampled_counts(job, null_text, bad_ts, null_unit)
         if job.window.kind == "rows":
             base = f"SELECT *, row_number() OVER (ORDER BY _ts, _key) - 1 AS _rank FROM ({base})"
         reader = _arrow_reader(con.sql(base))
@@ -126,7 +125,7 @@ class DuckDBEngine:
                     continue
                 cells = cells_of_batch(batch, job)
                 if job.examples:
-                    _keep_examples(best, batch, cells, job.examples)
+                    example_rows(batch, cells, job.examples, best)
                 yield cells
 
         agg = self._connect()
@@ -142,14 +141,9 @@ class DuckDBEngine:
 def read_error(exc: Exception, job: ScanJob) -> FairnessError:
     """DuckDB's first line about a file it cannot read, with every quoted value but a file's path elided:
     a conversion error quotes the record, and stderr (a CI log) must not carry log text either."""
+    import re
+
     files = set(job.files)
     line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     line = re.sub(r"'[^']*'|\"[^\"]*\"", lambda q: q.group(0) if q.group(0)[1:-1] in files else "'…'", line)
     return FairnessError(f"cannot read the logs as {job.format}: {line}")
-
-
-def _keep_examples(best: list, batch: Any, cells: Any, limit: int) -> None:
-    """Keep in `best` the `limit` records with the smallest (hash, key, window, slice, text)."""
-    cols = [batch.column(c).to_pylist() for c in ("_h", "_key")]
-    cols += [cells.column(c).to_pylist() for c in ("window", "slice")] + [batch.column("_text").to_pylist()]
-    best[:] = sorted([*best, *heapq.nsmallest(limit, zip(*cols, strict=True))])[:limit]
