@@ -194,7 +194,7 @@ def resolve(options: RunOptions, *, recordings_ready: bool = True) -> Resolved:
         if options.junit is not None:
             check_output_file(options.junit, "--junit")
     suite = load_suite(options.suite)
-    rules = options.audit.effective_rules(suite.rules)
+    rules = options.audit.effective_rules(suite.rules, suite.compiled_rubric.metrics)
     return Resolved(suite, rules, _baseline.base_run(options.baseline) if options.baseline is not None else None)
 
 

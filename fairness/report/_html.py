@@ -20,7 +20,9 @@ from fairness.report._render import (
     _fmt,
     caveat_lines,
     comparison_md,
+    definition_text,
     intervals_note,
+    rubric_source,
     rules_as_checked,
     settle_md,
     verdict_line,
@@ -284,6 +286,11 @@ def card_html(run: FairnessRun, suite: Suite, replay_command: str | None = None)
     rules = [f"<li>{escape(rule.describe())}</li>" for rule in rules_as_checked(run, suite)]
     if rules:
         parts += ["<h2>Decision rules</h2>", "<ul>", *rules, "</ul>"]
+    if run.rubric is not None:
+        parts += [f"<h2>Metrics</h2><p>Rubric {escape(run.rubric.version)} ({escape(rubric_source(run))}), "
+                  f"mode {escape(run.rubric.mode)}.</p>", "<ul>",
+                  *(f"<li><code>{escape(d.name)}</code> ({escape(d.unit)}): {escape(definition_text(d))}</li>"
+                    for d in run.rubric.metrics), "</ul>"]
     parts.append(f"<h2><code>{escape(metric)}</code> per slice, by family</h2>")
     if series:
         parts.append('<div class="charts">')

@@ -12,8 +12,8 @@ from typing import Any
 import yaml
 
 from fairness.audit._audit import FairnessRun, MetricResult
+from fairness.audit._results import MetricDefinition
 from fairness.report._charts import deciding_metric, mermaid_charts
-from fairness.score._catalog import METRICS
 from fairness.suite._rules import DecisionRule
 from fairness.suite._suite import Suite
 
@@ -140,6 +140,8 @@ def comparison_md(run: FairnessRun, *, icons: bool = True) -> str:
                          f"| {c.comparator} {c.threshold:g} | {f'{icon[c.state]} ' if icon[c.state] else ''}{c.state} |")
         lines += ["", "The change's interval combines the two runs' exact intervals (MOVER); its breaching end is "
                       "Holm-adjusted across the families a rule quantifies over."]
+    if comp.not_compared:
+        lines += ["", "Not compared (the base's and the head's rubrics differ): " + "; ".join(comp.not_compared) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -197,7 +199,7 @@ def family_table_md(run: FairnessRun) -> str:
 def worst_slices_md(run: FairnessRun) -> str:
     lines = ["| metric | scope | worst slice | value [95% CI] | max−min gap [95% CI] | p (Holm) |", "|---|---|---|---|---|---|"]
     for m in run.metrics:
-        if METRICS[m.metric].higher_is_worse is not True:
+        if m.higher_is_worse is not True:
             continue
         for scope in ["overall"] + [f"family={f.family}" for f in run.families]:
             sr = m.scopes.get(scope)
@@ -238,7 +240,7 @@ def provenance_md(run: FairnessRun) -> str:
         ("suite", f"`{run.suite.name}` v{run.suite.version} (hash `{run.suite.hash[:12]}`)"),
         ("recordings", f"`{r.path}` — {r.rows} rows, manifest sha256 `{r.manifest_sha256[:12]}`"),
         ("model", f"`{r.model_id}` via {r.engine}" + ("" if r.is_audited_model else " — **test model, not the audited model**")),
-        ("scorer", f"lexical rubric `{run.scorer.rubric_version}`, mode `{run.scorer.mode}`"),
+        ("scorer", f"lexical rubric `{run.scorer.rubric_version}` ({rubric_source(run)}), mode `{run.scorer.mode}`"),
         ("statistics", f"exact intervals at α={run.options.alpha} decide the gate (no resampling); "
                        f"P={run.options.permutations} permutations per test (reported, not gated), seed {run.options.seed}; "
                        f"B={run.options.bootstrap} bootstrap resamples for the peer evaluators only"),
@@ -404,14 +406,13 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None, 
         },
         "scorer": {
             "type": "lexical-rule",
-            "patterns_file": "fairness/score/rubric.yaml",
+            "patterns_file": rubric_source(run),
             "thresholds": {f"{c.rule}_threshold": c.threshold for c in run.rules[:1]} or {},
             "mode": run.scorer.mode,
+            "rubric_version": run.scorer.rubric_version,
+            "rubric_sha256": run.scorer.rubric_sha256,
         },
-        "metrics": [
-            {"name": m.metric, "definition": m.description, "unit": m.kind}
-            for m in run.metrics
-        ],
+        "metrics": card_metrics(run),
         "decision_rules": [{"rule": _rule_text(rule), "rationale": rule.rationale or "Set in the suite."}
                            for rule in rules_as_checked(run, suite)]
         + [{"rule": "Report worst-slice values per metric, not just means.", "rationale": "Average and worst-case behaviour can differ by an order of magnitude."}],
@@ -435,6 +436,48 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None, 
     if run.evaluators:
         data["evaluators"] = run.evaluators
     return data
+
+
+def rubric_source(run: FairnessRun) -> str:
+    """Where the run's rubric is written: the built-in file, the suite's rubric file, or the suite itself."""
+    from fairness.score._rubric import INLINE, PAPER_RUBRIC_FILE
+
+    source = run.rubric.source if run.rubric is not None else PAPER_RUBRIC_FILE
+    return "inline in the suite (its `rubric:` key)" if source == INLINE else source
+
+
+def definition_text(d: MetricDefinition) -> str:
+    """One metric's definition in words: what it counts and exactly how it was matched."""
+    unit = "share of outputs where" if d.kind == "flag" else "mean per output of"
+    if d.source == "list":
+        what = "patterns" if d.match == "regex" else "terms"
+        how = {"substring": "substrings (non-overlapping occurrences)", "word": "whole words",
+               "regex": "Python regexes"}.get(d.match or "", d.match or "")
+        listed = ", ".join(json.dumps(t, ensure_ascii=False) for t in d.terms or [])
+        core = (f"{'any of' if d.kind == 'flag' else 'the matches of'} list `{d.of[0]}` matches; {what} matched as "
+                f"{how}, case-{d.case}: {listed}")
+    elif d.source in ("any_of", "all_of"):
+        core = f"{'any' if d.source == 'any_of' else 'all'} of the flags {', '.join(f'`{x}`' for x in d.of)} fire"
+    elif d.source == "builtin":
+        core = f"the built-in column `{d.of[0]}`"
+    else:
+        core = f"the scores of scorer plug-in `{d.of[0]}`"
+    return f"{d.description + ' ' if d.description else ''}Counted as the {unit} {core}."
+
+
+def card_metrics(run: FairnessRun) -> list[dict[str, Any]]:
+    """The card's `metrics`: each metric's definition, with its source, terms, match mode and case rule."""
+    if run.rubric is None:  # results of schema < 2.2: the descriptions only
+        return [{"name": m.metric, "definition": m.description, "unit": m.kind} for m in run.metrics]
+    out = []
+    for d in run.rubric.metrics:
+        item: dict[str, Any] = {"name": d.name, "definition": definition_text(d), "unit": d.unit, "kind": d.kind,
+                                "source": d.source, "of": list(d.of)}
+        if d.source == "list":
+            item.update({"match": d.match, "case": d.case, "terms": list(d.terms or [])})
+        item["higher_is_worse"] = d.higher_is_worse
+        out.append(item)
+    return out
 
 
 def _rule_text(rule) -> str:
