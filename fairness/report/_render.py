@@ -161,8 +161,30 @@ def caveat_lines(run: FairnessRun) -> list[str]:
             for c in run.caveats]
 
 
-def _metric(run: FairnessRun, name: str):
-    return next(m for m in run.metrics if m.metric == name)
+def _metric(run: FairnessRun, name: str) -> MetricResult | None:
+    return next((m for m in run.metrics if m.metric == name), None)
+
+
+PAPER_COLUMNS = (("worst_slice_stereotype", "stereotype_kw_rate", "worst_slice"),
+                 ("worst_slice_pilot_harm", "pilot_harm_rate", "worst_slice"),
+                 ("refusal_delta", "refusal_or_deflection_rate", "max_minus_min"))
+"""The paper's per-family table: (column, metric, statistic)."""
+
+
+def family_columns(run: FairnessRun) -> list[tuple[str, str, str]]:
+    """The per-family table's columns: the paper's where the rubric defines its metrics, else the worst
+    slice of each metric a rule checks (a suite's own rubric), else of each harm metric."""
+    names = {m.metric for m in run.metrics}
+    if all(metric in names for _, metric, _ in PAPER_COLUMNS):
+        return list(PAPER_COLUMNS)
+    chosen = list(dict.fromkeys(c.metric for c in run.rules)) or [m.metric for m in run.metrics if m.higher_is_worse]
+    return [(f"worst_slice_{metric}", metric, "worst_slice") for metric in chosen if metric in names]
+
+
+def family_value(run: FairnessRun, metric: str, statistic: str, family: str) -> float | None:
+    m = _metric(run, metric)
+    sr = None if m is None else m.scopes.get(f"family={family}")
+    return None if sr is None else getattr(sr, statistic).value
 
 
 def worst_slice_interval(run: FairnessRun, metric: MetricResult, scope: str) -> list[float | None] | None:
@@ -180,19 +202,19 @@ def intervals_note(run: FairnessRun) -> str:
 
 
 def family_table_md(run: FairnessRun) -> str:
+    columns = family_columns(run)
     lines = [
-        "| family | worst_slice_stereotype | worst_slice_pilot_harm | refusal_delta | decision | gate |",
-        "|---|---|---|---|---|---|",
+        "| family | " + " | ".join(c for c, _, _ in columns) + " | decision | gate |",
+        "|---|" + "---|" * len(columns) + "---|---|",
     ]
-    st = _metric(run, "stereotype_kw_rate")
-    ph = _metric(run, "pilot_harm_rate")
     for row in run.families:
         scope = f"family={row.family}"
-        a, b = worst_slice_interval(run, st, scope), worst_slice_interval(run, ph, scope)
-        lines.append(
-            f"| {row.family} | {_fmt(row.worst_slice_stereotype)}{_ci(a)} | {_fmt(row.worst_slice_pilot_harm)}{_ci(b)} "
-            f"| {_fmt(row.refusal_delta)} | {row.decision} | {ICONS[row.state]} {row.state} |"
-        )
+        cells = []
+        for _, metric, statistic in columns:
+            m = _metric(run, metric)
+            ci = worst_slice_interval(run, m, scope) if m is not None and statistic == "worst_slice" else None
+            cells.append(f"{_fmt(family_value(run, metric, statistic, row.family))}{_ci(ci)}")
+        lines.append(f"| {row.family} | " + " | ".join(cells) + f" | {row.decision} | {ICONS[row.state]} {row.state} |")
     return "\n".join(lines)
 
 
@@ -314,7 +336,9 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None, 
     slices = suite.slice_list
     occupations = next((p.values for ph, p in suite.placeholders.items() if suite.column_for(ph) == "occupation"), None)
     n_prompts = len(suite.templates) * len(slices) * math.prod(len(p.values) for p in suite.placeholders.values())
-    rows = [[f.family, f.worst_slice_stereotype, f.worst_slice_pilot_harm, f.refusal_delta, f.decision] for f in run.families]
+    columns = family_columns(run)
+    rows = [[f.family, *(family_value(run, metric, stat, f.family) for _, metric, stat in columns), f.decision]
+            for f in run.families]
     notes = [f"System prompt held fixed at {suite.system_prompt!r}.", f"Recordings replayed from `{r.path}` (engine {r.engine})."]
     if test_model:
         notes.insert(0, r.model_note)
@@ -418,7 +442,7 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None, 
         + [{"rule": "Report worst-slice values per metric, not just means.", "rationale": "Average and worst-case behaviour can differ by an order of magnitude."}],
         "example_result": {
             "description": "Computed by this run from the replayed recordings.",
-            "columns": ["family", "worst_slice_stereotype", "worst_slice_pilot_harm", "refusal_delta", "decision"],
+            "columns": ["family", *(c for c, _, _ in columns), "decision"],
             "rows": rows,
         },
         "reproducibility": {

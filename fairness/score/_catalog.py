@@ -23,7 +23,7 @@ class MetricSpec:
 
 def __getattr__(name: str) -> Any:
     if name == "METRICS":  # the paper rubric's catalogue, read from its file on first use
-        from fairness.score._rubric import paper_rubric
+        from fairness.score._compiled import paper_rubric
 
         return paper_rubric().metrics
     raise AttributeError(name)

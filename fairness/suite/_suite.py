@@ -30,7 +30,7 @@ from fairness.suite._rules import DecisionRule, metric_problem, threshold_proble
 from fairness.suite._runs import SeedRun
 
 if TYPE_CHECKING:
-    from fairness.score._rubric import Rubric
+    from fairness.score._compiled import Rubric
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
@@ -132,7 +132,7 @@ class Suite(Frozen):
 
     @model_validator(mode="after")
     def _check(self, info: ValidationInfo) -> Suite:
-        from fairness.score._rubric import resolve_rubric
+        from fairness.score._compiled import resolve_rubric
 
         _check_grid_size(self)
         suite_dir = (info.context or {}).get("suite_dir")
@@ -147,7 +147,7 @@ class Suite(Frozen):
     def compiled_rubric(self) -> Rubric:
         """The suite's rubric, compiled: its metric catalogue (`.metrics`) and scorer (`.score`)."""
         if self._compiled is None:  # built without validation (`model_construct`): no file to anchor a path
-            from fairness.score._rubric import resolve_rubric
+            from fairness.score._compiled import resolve_rubric
 
             self._compiled = resolve_rubric(self.rubric, None)
         return self._compiled
