@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from fairness._util.canonical import sha256_json
 from fairness._util.errors import FairnessError, validation_message
@@ -24,7 +24,7 @@ from fairness._util.files import env_limit
 from fairness._util.models import Frozen
 from fairness._util.yaml_io import loads_yaml
 from fairness._util.yaml_io import read_yaml as _read_yaml
-from fairness.score._spec import RubricSpec
+from fairness.score._spec import RubricSpec, parse_rubric
 from fairness.suite._case import Case, SamplingParams
 from fairness.suite._rules import DecisionRule, metric_problem, threshold_problem
 from fairness.suite._runs import SeedRun
@@ -129,6 +129,17 @@ class Suite(Frozen):
     directory) or the rubric itself as a mapping; none = the paper's rubric (`fairness/score/rubric.yaml`)."""
 
     _compiled: Rubric | None = PrivateAttr(default=None)
+
+    @field_validator("rubric", mode="before")
+    @classmethod
+    def _rubric_mapping(cls, value: object) -> object:
+        """An inline rubric is validated on its own, so its errors name its keys (`lists.x.terms`)."""
+        if isinstance(value, dict):
+            try:
+                return parse_rubric(value, "`rubric`")
+            except FairnessError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
     @model_validator(mode="after")
     def _check(self, info: ValidationInfo) -> Suite:
