@@ -289,3 +289,38 @@ class TestSuiteRubric:
         assert {c.metric for c in d.changes} == set()  # `words` has no direction: described, never compared
         assert [(c.rule, c.scope, c.state) for c in d.checks] == [("ageism-regression", "family=F1", "undefined")]
         assert "not defined identically by the base's and the head's rubrics" in d.checks[0].reason
+
+
+def test_a_base_revision_is_scored_with_its_own_rubric_file(git_repo, capsys):
+    """`--baseline-ref`: the base's suite names a rubric file; the base is audited with that file as it
+    was at the base commit. Same recordings, edited rubric: not skipped as identical (the suite's hash
+    holds the rubric's), and the edited metric is not compared."""
+    import subprocess
+
+    def commit(message: str) -> str:
+        env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+        for args in (["add", "-A"], ["commit", "-q", "-m", message]):
+            subprocess.run(["git", *args], check=True, capture_output=True, env=env)
+        return subprocess.run(["git", "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+
+    (git_repo / "rubrics").mkdir()
+    (git_repo / "rubrics" / "ages.yaml").write_text(yaml.safe_dump(RUBRIC))
+    suite = load_suite(suite_file(git_repo, "rubrics/ages.yaml"))
+    write_recording_set(git_repo / "rec", suite, lambda c: "Set in their ways." if c.seed == 1 else "Fine.")
+    base = commit("base")
+    edited = {**RUBRIC, "lists": {"ageist": {"match": "word", "terms": ["fine"]}}}
+    (git_repo / "rubrics" / "ages.yaml").write_text(yaml.safe_dump(edited))
+    commit("head: the rubric counts another word")
+
+    assert cli.main(["run", "--suite", "suite.yaml", "--recordings", "rec", "--out", "out", "--permutations", "0",
+                     "--quiet", "--baseline-ref", base]) == 4  # no rules: undefined
+    head = json.loads(Path("out/results.json").read_text())
+    base_results = json.loads(Path("out/base/results.json").read_text())
+    assert base_results["rubric"]["metrics"][0]["terms"] == ["set in their ways", "overqualified"]
+    assert head["rubric"]["metrics"][0]["terms"] == ["fine"]
+    assert base_results["suite"]["hash"] == suite.hash != head["suite"]["hash"]
+    assert head["comparison"]["ran"] is True
+    assert head["comparison"]["not_compared"] == [
+        "`ageist_kw_rate`: defined differently by the base's and the head's rubrics"]
+    assert "Not compared (the base's and the head's rubrics differ)" in Path("out/summary.md").read_text()

@@ -50,6 +50,7 @@ from fairness.audit._results import (
     FairnessRun,
     FamilyRow,
     Methods,
+    MetricDefinition,
     MetricResult,
     OptionsUsed,
     RecordingsInfo,
@@ -299,7 +300,7 @@ def audit_cells(
         ),
         metrics=list(metric_results.values()),
         rubric=RubricInfo(source=rubric.source, version=rubric.version, sha256=rubric.sha256, mode=mode,
-                          metrics=rubric.definitions(mode), scorers=rubric.spec.scorers, agreement=rubric.spec.agreement),
+                          metrics=[MetricDefinition(**d) for d in rubric.definitions(mode)], scorers=rubric.spec.scorers, agreement=rubric.spec.agreement),
     )
 
 

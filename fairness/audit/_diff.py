@@ -170,7 +170,7 @@ def shared_metrics(base: Side, head: Side) -> tuple[list[str], list[str]]:
             b, h = base.definitions.get(name), head.definitions.get(name)
             same[name] = False  # a cycle cannot occur (rubrics refuse them); this guards the recursion
             ok = b is not None and h is not None and all(b.get(k) == h.get(k) for k in _COUNTED)
-            if ok and h["source"] in ("any_of", "all_of"):
+            if ok and h is not None and h["source"] in ("any_of", "all_of"):
                 ok = all(identical(x) for x in h["of"])
             same[name] = ok
         return same[name]

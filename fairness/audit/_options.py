@@ -164,7 +164,9 @@ class AuditOptions(Frozen):
         against its metric in `metrics` (the suite's rubric's catalogue; default the paper's): resolved
         before any work, so a bad override never waits for a grid."""
         if metrics is None:
-            from fairness.score._catalog import METRICS as metrics
+            from fairness.score._catalog import METRICS
+
+            metrics = METRICS
 
         chosen = self.rules if self.rules is not None else tuple(rules)
         out = []

@@ -74,7 +74,7 @@ class TermList(Frozen):
     @property
     def items(self) -> tuple[str, ...]:
         """The terms or patterns, whichever this list has."""
-        return tuple(self.patterns if self.match == "regex" else self.terms or ())
+        return tuple((self.patterns if self.match == "regex" else self.terms) or ())
 
 
 class MetricDef(Frozen):

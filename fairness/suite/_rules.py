@@ -61,7 +61,9 @@ def metric_problem(metric: str, metrics: Mapping[str, Any] | None = None) -> str
     import difflib
 
     if metrics is None:
-        from fairness.score._catalog import METRICS as metrics  # local: the catalog is data, suites stay light
+        from fairness.score._catalog import METRICS  # local: the catalog is data, suites stay light
+
+        metrics = METRICS
     if metric in metrics:
         return None
     close = difflib.get_close_matches(metric, list(metrics), n=1)
