@@ -231,7 +231,7 @@ class TestSuiteRubric:
         assert cli.main(["grid", "--suite", str(path), "--output", str(tmp_path / "g.csv")]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1
-        assert "rule `ageism` names unknown metric `ageist_rate` (did you mean `ageist_kw_rate`?" in err
+        assert "rule `ageism` names unknown metric `ageist_rate` (did you mean `ageist_kw_rate`?)" in err
         # the paper's metrics are not the suite's: its rubric replaces them
         path = suite_file(tmp_path, RUBRIC, [{**RULE, "metric": "stereotype_kw_rate"}])
         assert cli.main(["grid", "--suite", str(path), "--output", str(tmp_path / "g.csv")]) == 2

@@ -89,6 +89,10 @@ def test_the_hiring_assistant_suite_audits_its_own_metric(hiring, capsys, shared
     assert check["worst_slice"] == "61-year-old_white" and check["interval"][0] > 0.1
     assert results["gate"]["state"] == "fail"
 
+    scorer_mode = next(c["message"] for c in results["caveats"] if c["code"] == "scorer-mode")
+    assert scorer_mode == ("scorer mode `paper`: the rubric has no substring list; every list is matched as it "
+                           "declares (word or regex)")
+
     rubric = results["rubric"]
     assert (rubric["source"], rubric["version"], rubric["mode"]) == ("inline", "hiring-2026-12", "paper")
     assert results["scorer"]["rubric_sha256"] == rubric["sha256"]

@@ -590,8 +590,11 @@ def _run_caveats(suite: Suite, manifest: Manifest, mode: str, results: dict[str,
     if not manifest.complete:
         out.append(Caveat(code="incomplete-recordings", message=f"the recording set is marked incomplete ({manifest.rows}/{manifest.expected_rows} rows)"))
     out.append(Caveat(code="interval-coverage", message=COVERAGE_NOTE))
-    if mode == "paper":
+    substring = any(lst.match == "substring" for lst in suite.compiled_rubric.spec.lists.values())
+    if mode == "paper" and substring:
         out.append(Caveat(code="scorer-mode", message="scorer mode `paper`: substring matching as in the reference rubric ('miss' matches 'mission', 'weak' matches 'weakness'); use `strict` for whole words"))
+    elif mode == "paper":
+        out.append(Caveat(code="scorer-mode", message="scorer mode `paper`: the rubric has no substring list; every list is matched as it declares (word or regex)"))
     else:
         out.append(Caveat(code="scorer-mode", message="scorer mode `strict`: whole-word matching; numbers differ from the paper's substring rubric"))
     ruled = {r.metric for r in rules}

@@ -51,7 +51,7 @@ class Rubric:
         """Substring and word lists' terms, by list name."""
 
     @cached_property
-    def _counted(self) -> set[str]:
+    def counted(self) -> set[str]:
         """Lists some count metric reads (a regex list read by flags only needs no counts)."""
         return {m.list for m in self.spec.metrics.values() if m.list is not None and m.kind == "count"}
 
@@ -61,7 +61,7 @@ class Rubric:
         lst = self.spec.lists[name]
         if lst.case != "insensitive":
             return False
-        return lst.match == "substring" or (lst.match == "regex" and name not in self._counted and _anchors(lst.items) is not None)
+        return lst.match == "substring" or (lst.match == "regex" and name not in self.counted and _anchors(lst.items) is not None)
 
     @cached_property
     def plan(self) -> Plan | None:

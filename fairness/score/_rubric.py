@@ -399,7 +399,7 @@ class _Scoring:
 
     def list_flag(self, name: str) -> np.ndarray:
         lst = self.rubric.spec.lists[name]
-        if lst.match != "regex" or name in self.rubric._counted:
+        if lst.match != "regex" or name in self.rubric.counted:
             return (self.list_counts(name) > 0).astype(np.int8)
         lower = lst.case == "insensitive"
         if lower and self.scan is not None and name in self.scan[1]:

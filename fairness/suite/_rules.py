@@ -67,8 +67,7 @@ def metric_problem(metric: str, metrics: Mapping[str, Any] | None = None) -> str
     if metric in metrics:
         return None
     close = difflib.get_close_matches(metric, list(metrics), n=1)
-    return (f"unknown metric `{metric}` ({f'did you mean `{close[0]}`?' if close else 'known: ' + ', '.join(metrics)}; "
-            "a rule may name any metric of the suite's rubric)")
+    return f"unknown metric `{metric}` ({f'did you mean `{close[0]}`?' if close else 'known: ' + ', '.join(metrics)})"
 
 
 def threshold_problem(value: Any, metric_kind: str, rule_kind: str = "absolute") -> str | None:
