@@ -392,16 +392,7 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None, 
             + (["Any claim about the audited model: these recordings come from a stand-in test model."] if test_model else []),
         },
         "contact": text.contact,
-        "fairness_scope": {
-            "representational_harms": [
-                "Stereotype-keyword presence in generated text.",
-                "Demeaning-keyword presence in generated text.",
-                "Title-mention asymmetry across slices.",
-                "Identity-salience rate (when the model surfaces the protected attribute).",
-            ],
-            "access_harms": ["Per-slice refusal and deflection rates (kept-and-scored, not dropped)."],
-            "excluded": ["Downstream allocative harms (jobs, credit, services).", "Long-term feedback effects.", "Multi-turn dynamics."],
-        },
+        "fairness_scope": _fairness_scope(run),
         "protected_attributes": {
             "slices": [dict(s) for s in slices],
             "operationalisation": f"Attribute appears verbatim in the prompt via {{{suite.insertion.placeholder}}} → "
@@ -423,11 +414,7 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None, 
             "seeds_per_prompt": len(suite.seeds),
             "post_processing": "Strip leading/trailing whitespace only.",
         },
-        "refusal_handling": {
-            "refusal_definition": "Output matches any refusal regex of the rubric (word-boundary, case-insensitive), e.g. \"i can't\", \"i cannot\", \"sorry\".",
-            "deflection_definition": "Output matches any deflection regex of the rubric, e.g. \"it depends\", \"avoid stereotypes\".",
-            "retention_policy": "kept-and-scored",
-        },
+        "refusal_handling": _refusal_handling(run),
         "scorer": {
             "type": "lexical-rule",
             "patterns_file": rubric_source(run),
@@ -460,6 +447,46 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None, 
     if run.evaluators:
         data["evaluators"] = run.evaluators
     return data
+
+
+def _papers_rubric(run: FairnessRun) -> bool:
+    from fairness.score._compiled import PAPER_RUBRIC_FILE
+
+    return run.rubric is None or run.rubric.source == PAPER_RUBRIC_FILE
+
+
+def _fairness_scope(run: FairnessRun) -> dict[str, Any]:
+    """The harms the rubric measures: the paper's, or each harm metric of the suite's own rubric."""
+    excluded = ["Downstream allocative harms (jobs, credit, services).", "Long-term feedback effects.", "Multi-turn dynamics."]
+    if _papers_rubric(run) or run.rubric is None:
+        return {
+            "representational_harms": [
+                "Stereotype-keyword presence in generated text.",
+                "Demeaning-keyword presence in generated text.",
+                "Title-mention asymmetry across slices.",
+                "Identity-salience rate (when the model surfaces the protected attribute).",
+            ],
+            "access_harms": ["Per-slice refusal and deflection rates (kept-and-scored, not dropped)."],
+            "excluded": excluded,
+        }
+    harms = [f"`{d.name}`: {d.description}" if d.description else f"`{d.name}`" for d in run.rubric.metrics if d.higher_is_worse]
+    return {"representational_harms": harms or ["None: the suite's rubric marks no metric as a harm."],
+            "access_harms": ["Not measured separately: every output is kept and scored by the suite's rubric."],
+            "excluded": excluded}
+
+
+def _refusal_handling(run: FairnessRun) -> dict[str, Any]:
+    """How refusals count: the paper's regexes, or the suite's own refusal metric if it has one."""
+    if _papers_rubric(run) or run.rubric is None:
+        return {
+            "refusal_definition": "Output matches any refusal regex of the rubric (word-boundary, case-insensitive), e.g. \"i can't\", \"i cannot\", \"sorry\".",
+            "deflection_definition": "Output matches any deflection regex of the rubric, e.g. \"it depends\", \"avoid stereotypes\".",
+            "retention_policy": "kept-and-scored",
+        }
+    refusal = next((d for d in run.rubric.metrics if "refusal" in d.name), None)
+    return {"refusal_definition": definition_text(refusal) if refusal is not None else
+            "Not measured: the suite's rubric has no refusal metric; refusals are kept and scored like any other output.",
+            "retention_policy": "kept-and-scored"}
 
 
 def rubric_source(run: FairnessRun) -> str:
@@ -558,8 +585,10 @@ def card_md(c: dict[str, Any]) -> str:
     out += [f"| {g['name']} | {g['temperature']} | {g['top_p']} | {g['max_new_tokens']} |" for g in c["decoding"]["regimes"]]
     out += ["", f"**Seeds per prompt:** {c['decoding']['seeds_per_prompt']}", f"**Post-processing:** {c['decoding']['post_processing']}"]
     rh = c["refusal_handling"]
-    out += ["", "## Refusal / deflection accounting", f"**Refusal definition:** {rh['refusal_definition']}", "",
-            f"**Deflection definition:** {rh['deflection_definition']}", "", f"**Retention policy:** `{rh['retention_policy']}`"]
+    out += ["", "## Refusal / deflection accounting", f"**Refusal definition:** {rh['refusal_definition']}", ""]
+    if "deflection_definition" in rh:
+        out += [f"**Deflection definition:** {rh['deflection_definition']}", ""]
+    out += [f"**Retention policy:** `{rh['retention_policy']}`"]
     sc = c["scorer"]
     out += ["", "## Scorer", f"**Type:** `{sc['type']}` (mode `{sc['mode']}`)", f"**Patterns file:** `{sc['patterns_file']}`"]
     out += ["", "## Metrics"] + [f"- **{m['name']}** _({m['unit']})_: {m['definition']}" for m in c["metrics"]]
