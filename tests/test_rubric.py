@@ -324,3 +324,24 @@ def test_a_base_revision_is_scored_with_its_own_rubric_file(git_repo, capsys):
     assert head["comparison"]["not_compared"] == [
         "`ageist_kw_rate`: defined differently by the base's and the head's rubrics"]
     assert "Not compared (the base's and the head's rubrics differ)" in Path("out/summary.md").read_text()
+
+
+def test_the_streamed_run_scores_with_the_suites_rubric_as_the_in_memory_audit_does(tmp_path):
+    from fairness._util.canonical import sha256_file
+    from fairness.audit._audit import audit
+    from fairness.recordings._store import RecordingSet, ReplayProvider
+    from fairness.report._render import results_json
+
+    path = suite_file(tmp_path / "s", RUBRIC, [RULE])
+    suite = load_suite(path)
+    rec = write_recording_set(tmp_path / "rec", suite,
+                              lambda c: "Overqualified, set in their ways." if c.slice["age"] == "old" and c.seed < 3 else "Fine.")
+    options = AuditOptions(permutations=200)
+    out = run_audit(RunOptions(suite=str(path), recordings=rec, out=tmp_path / "out", audit=options))
+    cases = suite.expand()
+    rs = RecordingSet(rec)
+    run, scores = audit(suite, cases, ReplayProvider(rs, suite.system_prompt).replay(cases), rs.manifest, options,
+                        recordings_path=out.run.recordings.path, manifest_sha256=sha256_file(rec / "manifest.json"))
+    assert json.loads(results_json(run)) == json.loads((tmp_path / "out" / "results.json").read_text())
+    assert list(scores.columns) == ["ageist_kw_rate", "words"]
+    assert run.metrics[0].scopes["overall"].by_slice["old"].value == 0.4
