@@ -77,15 +77,22 @@ class TestMatchModes:
         assert counts({"match": "word", "case": "sensitive", "terms": ["Lee"]}, ["Lee met lee and LEE. Leeway."]) == [1]
 
     def test_regex_counts_non_overlapping_matches_summed_over_patterns(self):
-        lst = {"match": "regex", "patterns": ["\\bOLD\\b", "\\bnear(ing)? retirement\\b", "\\S+ist\\b"]}
+        lst = {"match": "regex", "terms": ["\\bOLD\\b", "\\bnear(ing)? retirement\\b", "\\S+ist\\b"]}
         texts = ["Old, old and OLD.", "Nearing retirement; near retirement", "an ageist, a purist", "bold"]
         assert counts(lst, texts) == [3, 2, 2, 0]  # `\S` keeps its meaning: escapes are not lower-cased
 
+    def test_a_regex_list_that_does_not_compile_or_is_empty_is_refused(self):
+        for lst, message in (({"match": "regex", "terms": ["(x"]}, "`lists.l`: pattern '\\(x' is not a valid regex"),
+                             ({"match": "regex", "terms": []}, "`lists.l.terms`: List should have at least 1 item"),
+                             ({"match": "word", "terms": [" "]}, "`lists.l`: `terms` holds an empty")):
+            with pytest.raises(FairnessError, match=message):
+                parse_rubric({"version": "t", "lists": {"l": lst}, "metrics": {"n": {"kind": "count", "list": "l"}}}, "r")
+
     def test_regex_case_sensitive(self):
-        assert counts({"match": "regex", "case": "sensitive", "patterns": ["\\bOld\\b"]}, ["Old old OLD"]) == [1]
+        assert counts({"match": "regex", "case": "sensitive", "terms": ["\\bOld\\b"]}, ["Old old OLD"]) == [1]
 
     def test_regex_flag_fires_when_any_pattern_matches_and_never_across_outputs(self):
-        lst = {"match": "regex", "patterns": ["a.b", "too|rather old"]}
+        lst = {"match": "regex", "terms": ["a.b", "too|rather old"]}
         out = score({"l": lst}, {"f": {"kind": "flag", "list": "l"}}, ["a", "b", "axb", "rather old", "Too"])
         assert out["f"] == [0, 0, 1, 1, 1]
 
@@ -102,7 +109,7 @@ class TestMatchModes:
         from fairness.score import _rubric
 
         lists = {"a": {"terms": ["threat", "leader", "miss"]}, "b": {"terms": ["é", "ab"]},
-                 "c": {"match": "regex", "patterns": ["\\bi can'?t\\b"]}}
+                 "c": {"match": "regex", "terms": ["\\bi can'?t\\b"]}}
         metrics = {"a_n": {"kind": "count", "list": "a"}, "b_n": {"kind": "count", "list": "b"},
                    "c_f": {"kind": "flag", "list": "c"}}
         texts = ["threathreat leadership Mission", "I can't, é ab", "I cant", "nothing"] * 20
@@ -345,3 +352,14 @@ def test_the_streamed_run_scores_with_the_suites_rubric_as_the_in_memory_audit_d
     assert json.loads(results_json(run)) == json.loads((tmp_path / "out" / "results.json").read_text())
     assert list(scores.columns) == ["ageist_kw_rate", "words"]
     assert run.metrics[0].scopes["overall"].by_slice["old"].value == 0.4
+
+
+def test_the_match_modes_count_what_docs_suites_md_says():
+    """The reference's example output: `miss` twice as a substring, never as a word, `mature` once as a
+    word, `\\bmiss(ing)?\\b` once as a regex; a sensitive `Mission` list misses `mission`."""
+    text = ["Mission statement: a mature, missing-link hire."]
+    assert counts({"match": "substring", "terms": ["miss"]}, text) == [2]
+    assert counts({"match": "word", "terms": ["miss"]}, text) == [0]
+    assert counts({"match": "word", "terms": ["mature", "set in their ways"]}, text) == [1]
+    assert counts({"match": "regex", "terms": ["\\bmiss(ing)?\\b"]}, text) == [1]
+    assert counts({"match": "word", "case": "sensitive", "terms": ["Mission"]}, ["our mission"]) == [0]

@@ -48,33 +48,24 @@ class TermList(Frozen):
     case: Case = "insensitive"
     """`insensitive`: the output and the terms (a pattern's letters outside escapes) are lower-cased first;
     `sensitive`: matched as written."""
-    terms: list[str] | None = None
-    """The terms of a `substring` or `word` list."""
-    patterns: list[str] | None = None
-    """The patterns of a `regex` list."""
+    terms: list[str] = Field(min_length=1)
+    """The words or phrases; for a `regex` list, its Python `re` patterns."""
 
     @model_validator(mode="after")
     def _check(self) -> TermList:
-        key = "patterns" if self.match == "regex" else "terms"
-        other = "terms" if key == "patterns" else "patterns"
-        if getattr(self, other) is not None:
-            raise ValueError(f"a `{self.match}` list gives `{key}`, not `{other}`")
-        items = getattr(self, key)
-        if not items:
-            raise ValueError(f"a `{self.match}` list needs a non-empty `{key}` list")
-        for item in items:
+        for item in self.terms:
             if not item.strip() or "\x00" in item:
-                raise ValueError(f"`{key}` holds an empty (or NUL) entry {item!r}")
+                raise ValueError(f"`terms` holds an empty (or NUL) entry {item!r}")
         if self.match == "regex":
-            bad = next(((p, e) for p in items if (e := _regex_error(p))), None)
+            bad = next(((p, e) for p in self.terms if (e := _regex_error(p))), None)
             if bad:
                 raise ValueError(f"pattern {bad[0]!r} is not a valid regex ({bad[1]})")
         return self
 
     @property
     def items(self) -> tuple[str, ...]:
-        """The terms or patterns, whichever this list has."""
-        return tuple((self.patterns if self.match == "regex" else self.terms) or ())
+        """The terms (a regex list's patterns)."""
+        return tuple(self.terms)
 
 
 class MetricDef(Frozen):
