@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -545,6 +545,16 @@ def _survival(x: np.ndarray, n: float, d: float, p: float, kind: str) -> np.ndar
     return np.where(x <= 0, 1.0, surv)
 
 
+def _survival1(x: float, n: float, d: float, p: float, kind: str) -> float:
+    """`_survival` at one count in scalar arithmetic: the same ufuncs on the same float64 arguments
+    (so the same bits), without the array overhead the power searches would pay on every call."""
+    if x <= 0:
+        return 1.0
+    if kind == "rate":
+        return 0.0 if x > n else float(special.betainc(max(x, 1e-300) / d, max((n - x) / d + 1, 1e-300), p))
+    return float(special.gammainc(max(x, 1e-300) / d, n * p / d))
+
+
 def outcomes(p: float, n: float, deff: float, kind: str) -> tuple[np.ndarray, np.ndarray]:
     """The row counts x a slice of n rows can show at true value p, and their probabilities.
 
@@ -567,10 +577,13 @@ def _bounds(x: np.ndarray, n: float, deff: float, kind: str, end: str, level: fl
     return (lower if end == "lower" else upper)(x / d, n / d, kind, level)
 
 
+@lru_cache(maxsize=1 << 14)
 def _bound1(x: float, n: float, kind: str, end: str, level: float) -> float:
     """`lower`/`upper` for one effective count in scalar arithmetic: the same ufuncs on the same
     float64 arguments (so the same bits), without the array overhead the power searches would
-    pay on thousands of single-count calls."""
+    pay on thousands of single-count calls. Memoised (a pure function): the power searches
+    bisect over the same counts again and again (the default run asks ~7,500 times for ~1,600
+    distinct bounds, each an inverse incomplete beta or gamma)."""
     if not n > 0:
         return math.nan
     if end == "lower":
@@ -594,12 +607,11 @@ def slice_reach(p: float, n: float, deff: float, kind: str, side: Side) -> float
     lo, hi, d = _support(p, n, deff, kind)
 
     def hit(x: int) -> bool:
-        return bool(side.reached(np.float64(_bound1(x / d, n / d, kind, side.end, side.level))))
+        return bool(side.reached(_bound1(x / d, n / d, kind, side.end, side.level)))
 
     def tail(a: int, b: int) -> float:
         """P(a ≤ count ≤ b)."""
-        sa, sb = _survival(np.array([a, b + 1], dtype=np.float64), n, d, p, kind)
-        return max(float(sa - sb), 0.0)
+        return max(_survival1(float(a), n, d, p, kind) - _survival1(float(b + 1), n, d, p, kind), 0.0)
 
     first, last = lo, hi
     if side.up:  # the first count that reaches it
