@@ -25,6 +25,7 @@ from typing import Literal
 
 import numpy as np
 
+from fairness._util.arrays import unique
 from fairness._util.canonical import sha256_text
 from fairness._util.yaml_io import loads_yaml
 from fairness.score._terms import TermFinder, searchable_prefix, usable
@@ -293,7 +294,7 @@ def _scan(corpus: _Corpus) -> tuple[dict[str, np.ndarray], dict[str, set[int]]] 
     bordered = np.flatnonzero(own.bordered[o])
     if len(bordered):
         b_key = cat[bordered] * (1 << 32) + own.length[o[bordered]]
-        for key in np.unique(b_key).tolist():
+        for key in unique(b_key).tolist():
             at = bordered[b_key == key]
             keep[at] = _keep_first_of_overlaps(end[at], key & 0xFFFFFFFF)
     n = corpus.n
