@@ -21,7 +21,7 @@ from pydantic import Field, ValidationError, model_validator
 from fairness._util.canonical import sha256_json
 from fairness._util.errors import FairnessError, validation_message
 from fairness._util.files import env_limit
-from fairness._util.models import Frozen
+from fairness._util.models import Frozen, empty_list
 from fairness._util.yaml_io import loads_yaml
 from fairness._util.yaml_io import read_yaml as _read_yaml
 from fairness.suite._case import Case, SamplingParams
@@ -116,7 +116,7 @@ class Suite(Frozen):
     name_pools: dict[str, dict[str, list[str]]] | None = None
     """`{dimension: {value: [one name per template]}}`; use `{<dimension>_name}` in templates."""
     scorer: ScorerConfig = Field(default_factory=ScorerConfig)
-    rules: list[DecisionRule] = Field(default_factory=list)
+    rules: list[DecisionRule] = Field(default_factory=empty_list)
     min_group_size: int = Field(default=5, ge=1, le=1_000_000_000)
     card: CardText | None = None
     """The card's own text: intended use, out-of-scope uses, the audited model's description, a contact."""
