@@ -334,8 +334,9 @@ def capped_corr(r: float, a: float, b: float, a0: float, b0: float) -> float:
 
 
 def slice_corrs(cc: CellCounts) -> np.ndarray:
-    """(S × S) `cluster_corr` of every pair of slices' estimates, computed once for all pairs
-    (row by row on contiguous copies, so each figure is bit-for-bit the pairwise one)."""
+    """(S × S) `cluster_corr` of every pair of slices' estimates, computed once for all pairs: every
+    pair's products of residuals in one (S × S × C) array, each pair's summed along its own contiguous
+    row, so each figure is bit-for-bit the pairwise one."""
     st, nt = np.ascontiguousarray(cc.sums.T), np.ascontiguousarray(cc.counts.T)
     tot_s, tot_n = st.sum(axis=1), nt.sum(axis=1)
     ok = tot_n > 0
@@ -343,13 +344,11 @@ def slice_corrs(cc: CellCounts) -> np.ndarray:
         resid = st - nt * tot_s[:, None] / np.where(ok, tot_n, 1.0)[:, None]
     var = (resid**2).sum(axis=1)
     ok &= var > 0
-    S = len(tot_n)
-    r = np.zeros((S, S))
-    for i in range(S):
-        for j in range(i + 1, S):
-            if ok[i] and ok[j]:
-                r[i, j] = r[j, i] = float((resid[i] * resid[j]).sum() / math.sqrt(float(var[i]) * float(var[j])))
-    return r
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = (resid[:, None, :] * resid[None, :, :]).sum(axis=2) / np.sqrt(np.outer(var, var))
+    above = np.triu(np.ones(r.shape, dtype=bool), k=1)
+    r = np.where(above & ok[:, None] & ok[None, :], r, 0.0)  # each pair once, as i < j …
+    return np.where(above, r, r.T)  # … and mirrored
 
 
 def pair_difference(sb: SliceBounds, i: int, j: int, tail: float,
