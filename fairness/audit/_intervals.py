@@ -489,8 +489,8 @@ class Side:
     """Every slice (pair) must cross; otherwise one crossing suffices."""
     up: bool
     """The verdict needs the bound above the threshold (else below)."""
-    reached: Callable[[np.ndarray], np.ndarray]
-    """Elementwise: does a bound at this end reach the verdict (the rule's own comparator)."""
+    reached: Callable[[np.ndarray | float], np.ndarray | bool]
+    """Elementwise: does a bound at this end (an array, or one float) reach the verdict (the rule's own comparator)."""
 
 
 def check_sides(statistic: str, worst: str, over: bool, fires: Callable, k: int, tail: float, alpha: float) -> tuple[Side, Side]:
