@@ -43,6 +43,11 @@ def worst_kind(spec: MetricSpec) -> str:
     return "min" if spec.higher_is_worse is False else "max"
 
 
+_estimate = Estimate.__pydantic_validator__.validate_python
+"""`Estimate(**fields)` from a dict of its fields, fully validated, without `BaseModel.__init__`'s
+keyword handling (~0.7 µs of ~3 µs; a run builds ~11,000 estimates)."""
+
+
 def _nums(a: np.ndarray) -> list[float | None]:
     """`json_number` of every element (round to 6 digits; None where not finite)."""
     return [round(x, 6) if math.isfinite(x) else None for x in a.tolist()]
@@ -145,24 +150,24 @@ def scope_results(cells: CellTable, scope: Scope, slices: list[str], specs: Sequ
         vs = _nums(v)
         sci = slice_ci[m]
         by_slice = {
-            sl: Estimate(
-                value=vs[i] if shown[i] else None,
-                n=ns[i],
-                ci=[sci[0][i], sci[1][i]] if sci is not None and shown[i] else None,
-                cells=ncs[i],
-                deff=sci[2][i] if sci is not None else None,
-            )
+            sl: _estimate({
+                "value": vs[i] if shown[i] else None,
+                "n": ns[i],
+                "ci": [sci[0][i], sci[1][i]] if sci is not None and shown[i] else None,
+                "cells": ncs[i],
+                "deff": sci[2][i] if sci is not None else None,
+            })
             for i, sl in enumerate(slices)
         }
         wi = None if none_at[m] else (lo_at[m] if spec.higher_is_worse is False else hi_at[m])
         w_value, w_slice = (None, None) if hidden or wi is None else (vs[wi], slices[wi])
         wint, gint, pint = worst_ci[m], gap_ci[m], pooled_ci[m]
-        worst = (Estimate(value=w_value, slice=w_slice) if wint is None
-                 else Estimate(value=w_value, slice=w_slice, ci=wint.as_list(), method=wint.method))
+        worst = _estimate({"value": w_value, "slice": w_slice} if wint is None
+                          else {"value": w_value, "slice": w_slice, "ci": wint.as_list(), "method": wint.method})
         g_value = None if hidden else gaps[m]
-        g = Estimate(value=g_value) if gint is None else Estimate(value=g_value, ci=gint.as_list(), method=gint.method)
-        pooled = Estimate(value=pooled_values[m], n=int(n_total), ci=pint.as_list() if pint is not None else None,
-                          method=pint.method if pint is not None else None)
+        g = _estimate({"value": g_value} if gint is None else {"value": g_value, "ci": gint.as_list(), "method": gint.method})
+        pooled = _estimate({"value": pooled_values[m], "n": int(n_total), "ci": pint.as_list() if pint is not None else None,
+                            "method": pint.method if pint is not None else None})
         notes = []
         if underpowered:
             notes.append("underpowered" + (" (shown, not judged: --allow-small-samples)" if options.allow_small_samples else ""))
