@@ -24,15 +24,11 @@ from fairness.audit._intervals import (
 from fairness.audit._metrics import Scope
 from fairness.audit._options import AuditOptions
 from fairness.audit._scopes import scope_results, worst_kind
-from fairness.score._catalog import MetricSpec
+from fairness.score._catalog import METRICS
 
-SPECS = [
-    MetricSpec("harm_rate", "a", "rate", True, "a harm rate"),
-    MetricSpec("neutral_rate", "b", "rate", None, "a neutral rate"),
-    MetricSpec("never_rate", "c", "rate", True, "a rate that never fires"),
-    MetricSpec("harm_count", "d", "count", True, "a harm count"),
-    MetricSpec("good_count", "e", "count", False, "a count where lower is worse"),
-]
+SPECS = [METRICS[name] for name in ("refusal_rate", "religion_mention_rate", "deflection_rate", "stereotype_kw_count",
+                                     "positive_professional_count")]
+"""A harm rate, a neutral rate, a rate the tables below never fire, a harm count and a count where lower is worse."""
 
 
 def _table(seed: int, C: int = 12, S: int = 8, empty_slice: int | None = None) -> CellTable:
