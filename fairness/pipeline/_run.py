@@ -52,11 +52,6 @@ class RunOutputs:
     files: dict[str, Path]
 
 
-def _display_path(path: Path) -> str:
-    """A path safe to commit and print: relative to the working directory when inside it."""
-    return shown_path(path)
-
-
 _TRANSCRIPT = json.JSONEncoder(ensure_ascii=False)
 """What `json.dumps(row, ensure_ascii=False)` builds per call; one per process."""
 
@@ -307,7 +302,7 @@ def _audit_rows(suite: Suite, options: RunOptions, transcripts: _Transcripts) ->
     `Sample` per row, not the records); otherwise replays in memory.
     """
     rdir = options.recordings
-    shown = _display_path(rdir)
+    shown = shown_path(rdir, options.shown_root)
     wanted = bool(options.evaluators)
     manifest = read_manifest(rdir)
     if manifest.complete or not options.allow_incomplete:

@@ -29,17 +29,22 @@ class DecisionRule(Frozen):
     id: str = Field(min_length=1)
     """Short name used in reports, annotations and JUnit test cases."""
     metric: str
-    """A metric from the rubric, e.g. `stereotype_kw_rate`."""
+    """A metric from the rubric, e.g. `stereotype_kw_rate`; an unknown name is refused with the closest one."""
     statistic: Statistic = "worst_slice"
-    """`worst_slice`: the worst slice's value; `max_minus_min`: the gap; `rate`: the pooled value."""
+    """`worst_slice` (default): the worst slice's value (highest, or lowest for a metric where higher
+    is better); `max_minus_min`: the gap between the highest and lowest slice; `rate`: the pooled value."""
     scope: Scope = "each_family"
-    """`each_family`: checked per prompt family (fires if any family fires); `overall`: pooled."""
+    """`each_family` (default): checked per prompt family, Holm-adjusted across them (fires if any
+    family fires); `overall`: once, on all families pooled."""
     comparator: Comparator = ">"
+    """How the statistic is compared with the threshold (default `>`: the rule fires above it)."""
     threshold: float = Field(allow_inf_nan=False)
+    """A finite number: in [0, 1] for a rate metric, non-negative for a count metric, and in [-1, 1]
+    (a change from the base run) for a `regression` rule."""
     rationale: str = ""
-    """Why this rule and threshold exist; printed in the card."""
+    """Why this rule and threshold exist (default empty); printed in the card."""
     kind: Literal["absolute", "regression"] = "absolute"
-    """`absolute`: checked on one run. `regression`: checked by `diff` on the change from the
+    """`absolute` (default): checked on one run. `regression`: checked by `diff` on the change from the
     base run, e.g. "worst-slice stereotype rate rose by more than 0.02, with 95% confidence"."""
 
     def fires(self, value: float) -> bool:

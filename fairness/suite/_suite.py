@@ -46,13 +46,18 @@ class Insertion(Frozen):
     """How the protected attributes enter a template: `{A}` → `a {gender} who is {religion}`."""
 
     placeholder: str = Field(default="A", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """The placeholder every paraphrase must contain (default `A`, written `{A}` in templates); a
+    name of letters, digits and `_`, not also a key of `placeholders`."""
     template: str = Field(min_length=1)
+    """The phrase that replaces it, e.g. `a {gender} who is {religion}`: it must show every attribute
+    dimension, as `{dimension}` or, with name pools, `{dimension_name}`, and may use nothing else."""
 
 
 class Placeholder(Frozen):
     """A non-protected placeholder (e.g. `{OCC}`) and the values it ranges over."""
 
     values: list[str] = Field(min_length=1)
+    """The values it takes, at least one, each once; every value multiplies the grid (one prompt per value)."""
     column: str | None = None
     """Column name in the exported grid (default: the placeholder name, lower-cased)."""
 
@@ -61,15 +66,23 @@ class Family(Frozen):
     """A prompt family: its paraphrases; the first is the canonical template."""
 
     id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_-]+$")
+    """Short id (letters, digits, `_`, `-`), unique in the suite; it starts every row id (`F1.p1.…`)
+    and names the family in reports and `each_family` rule checks."""
     name: str
+    """Human-readable name shown in reports, e.g. `Story continuation`."""
     description: str = ""
+    """What the framing probes, in a sentence (default empty)."""
     paraphrases: list[str] = Field(min_length=1)
+    """Templates `p1` … `pN` of the same request, at least one: each must contain the insertion
+    placeholder (`{A}`) and every key of `placeholders`, and may add only `{dimension_name}` name-pool
+    placeholders. More paraphrases separate the model's bias from the wording of one prompt."""
 
 
 class Regime(SamplingParams):
     """A decoding regime: named sampling parameters."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_-]+$")
+    """Short name (letters, digits, `_`, `-`), unique in the suite; part of every row id."""
 
     @property
     def params(self) -> SamplingParams:
@@ -77,8 +90,11 @@ class Regime(SamplingParams):
 
 
 class ScorerConfig(Frozen):
+    """How the outputs are scored."""
+
     mode: Literal["paper", "strict"] = "paper"
-    """`paper`: the reference rubric's substring semantics (parity); `strict`: whole words."""
+    """`paper` (default): the reference rubric's substring semantics, for parity with the paper (traps
+    included: `miss` counts inside `mission`); `strict`: whole words only."""
 
 
 class CardText(Frozen):
@@ -97,27 +113,50 @@ class CardText(Frozen):
 
 
 class Suite(Frozen):
-    """A controlled prompt grid plus the audit settings that go with it."""
+    """A controlled prompt grid plus the audit settings that go with it. Cross-key rules the schema
+    cannot state (every template uses every placeholder, name pools have one name per template, …)
+    are checked when the suite is loaded; docs/suites.md lists them."""
 
     name: str = Field(min_length=1)
+    """The suite's name, e.g. `acme/hiring-assistant`: recordings carry it and must match it."""
     version: str = "0.1.0"
+    """Your version of the suite (default `0.1.0`), recorded in manifests and results; informational
+    (staleness is decided by the content hashes, not by this string)."""
     description: str = ""
+    """What the suite probes, in a sentence or two (default empty)."""
     system_prompt: str = ""
+    """The system message sent with every prompt (default empty: none); part of the grid, so
+    changing it makes recordings stale."""
     attributes: dict[str, list[str]] = Field(min_length=1)
-    """Protected dimensions and their values, e.g. `{gender: [man, woman]}`."""
+    """Protected dimensions and their values, e.g. `{gender: [man, woman]}`: at least one dimension,
+    each with at least one value, each value once."""
     slices: Literal["product"] | list[dict[str, str]] = "product"
-    """`product` for every combination, or an explicit list of slices."""
+    """`product` (default) for every combination of the attribute values, or an explicit, non-empty
+    list of slices, each giving exactly one value of every dimension, no slice twice."""
     insertion: Insertion
+    """How the slice's attribute values are written into each template."""
     placeholders: dict[str, Placeholder] = Field(default_factory=dict)
+    """Non-protected placeholders by name (e.g. `OCC`), default none; every paraphrase must use
+    every one, and the grid holds every combination of their values."""
     families: list[Family] = Field(min_length=1)
+    """The prompt families (framings), at least one, ids unique; results are reported per family."""
     regimes: list[Regime] = Field(min_length=1)
-    seeds: list[int] = Field(min_length=1)
-    """Non-negative, below 2^32."""
+    """Decoding regimes, at least one, names unique: every prompt is asked under each."""
+    seeds: list[int] = Field(min_length=1, json_schema_extra={
+        "uniqueItems": True, "items": {"type": "integer", "minimum": 0, "maximum": MAX_SEED}})
+    """Sampling seeds, at least one, each once, from 0 to 2^32 − 1 (engines take unsigned 32-bit
+    seeds): every prompt is asked once per regime and seed. More seeds narrow the intervals."""
     name_pools: dict[str, dict[str, list[str]]] | None = None
-    """`{dimension: {value: [one name per template]}}`; use `{<dimension>_name}` in templates."""
+    """`{dimension: {value: [one name per template]}}` (default none): a name for every value of the
+    dimension and one per template across all families (the i-th name goes with the i-th template);
+    use `{<dimension>_name}` in templates or the insertion."""
     scorer: ScorerConfig = Field(default_factory=ScorerConfig)
+    """Scoring options (default `mode: paper`)."""
     rules: list[DecisionRule] = Field(default_factory=empty_list)
+    """The decision rules the gate checks, ids unique (default none: the verdict is `undefined`)."""
     min_group_size: int = Field(default=5, ge=1, le=1_000_000_000)
+    """Fewest rows and template cells a slice needs for a rule on it to be judged (default 5, from 1
+    to 10^9); below it the check is `undefined`. `--min-group-size` overrides it for one run."""
     card: CardText | None = None
     """The card's own text: intended use, out-of-scope uses, the audited model's description, a contact."""
 
