@@ -63,7 +63,7 @@ def write_recording_set(
     directory.mkdir(parents=True, exist_ok=True)
     write_atomic(directory / RECORDS, "".join(record_line(r) for r in recs))
     manifest = Manifest(
-        suite=suite.name, suite_version=suite.version, suite_hash=suite.hash,
+        suite=suite.name, suite_version=suite.version, suite_hash=suite.recording_hash,
         grid_hash=grid_hash(all_cases, suite.system_prompt),
         model=ModelInfo(id=model_id, source="synthetic (tests only)"),
         backend=BackendInfo(engine="synthetic", versions={}, dtype="n/a", device="n/a"),

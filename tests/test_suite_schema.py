@@ -166,7 +166,7 @@ class TestReference:
             assert f"| `{key}` |" in rubric, key
         for mode in ("`match: substring`", "`match: word`", "`match: regex`", "`case: insensitive`", "`case: sensitive`"):
             assert mode in rubric, mode
-        assert DOC.endswith("\n<!-- The worked example (a hiring assistant) follows. -->\n")
+        assert "\n<!-- The worked example (a hiring assistant) follows. -->\n\n## Worked example: a hiring assistant\n" in DOC
 
     def test_every_paper_metric_is_listed_for_rules(self):
         from fairness.score._catalog import METRICS

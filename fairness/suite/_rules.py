@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from pydantic import Field
@@ -29,7 +29,7 @@ class DecisionRule(Frozen):
     id: str = Field(min_length=1)
     """Short name used in reports, annotations and JUnit test cases."""
     metric: str
-    """A metric from the rubric, e.g. `stereotype_kw_rate`; an unknown name is refused with the closest one."""
+    """A metric of the suite's rubric, e.g. `stereotype_kw_rate`; an unknown name is refused with the closest one."""
     statistic: Statistic = "worst_slice"
     """`worst_slice` (default): the worst slice's value (highest, or lowest for a metric where higher
     is better); `max_minus_min`: the gap between the highest and lowest slice; `rate`: the pooled value."""
@@ -59,17 +59,20 @@ class DecisionRule(Frozen):
         return f"{stat} {self.metric} {self.comparator} {self.threshold:g} {where}"
 
 
-def metric_problem(metric: str) -> str | None:
-    """Why `metric` cannot be a rule's metric — not in the catalogue, with the closest name — or None.
-    The one check behind a suite's rules and rules a library caller passes in `AuditOptions`."""
+def metric_problem(metric: str, metrics: Mapping[str, Any] | None = None) -> str | None:
+    """Why `metric` cannot be a rule's metric — not in the rubric's catalogue `metrics` (default: the
+    paper rubric's), with the closest name — or None. The one check behind a suite's rules and rules a
+    library caller passes in `AuditOptions`."""
     import difflib
 
-    from fairness.score._catalog import METRICS  # local: the catalog is data, suites stay light
+    if metrics is None:
+        from fairness.score._catalog import METRICS  # local: the catalog is data, suites stay light
 
-    if metric in METRICS:
+        metrics = METRICS
+    if metric in metrics:
         return None
-    close = difflib.get_close_matches(metric, list(METRICS), n=1)
-    return f"unknown metric `{metric}` ({f'did you mean `{close[0]}`?' if close else 'known: ' + ', '.join(METRICS)})"
+    close = difflib.get_close_matches(metric, list(metrics), n=1)
+    return f"unknown metric `{metric}` ({f'did you mean `{close[0]}`?' if close else 'known: ' + ', '.join(metrics)})"
 
 
 def threshold_problem(value: Any, metric_kind: str, rule_kind: str = "absolute") -> str | None:
