@@ -211,6 +211,31 @@ class TestMappingAndSuite:
         assert data["gate"]["state"] == "pass"
 
 
+    def test_a_suites_own_rubric_is_what_monitor_scores(self, logs, tmp_path):
+        import yaml
+
+        from fairness.suite._suite import BUILTIN_SUITES
+
+        root, _, n, x = logs
+        builtin = Path(__file__).resolve().parents[1] / "fairness" / "suite" / "builtin" / BUILTIN_SUITES[
+            "fairness-cards/qwen-v0.1"]
+        suite = yaml.safe_load(builtin.read_text(encoding="utf-8"))
+        suite["rubric"] = {"version": "helpers-1", "lists": {"meek": {"match": "word", "terms": ["submissive"]}},
+                           "metrics": {"meek_rate": {"kind": "flag", "list": "meek", "higher_is_worse": True},
+                                       "meek_count": {"kind": "count", "list": "meek", "higher_is_worse": True}}}
+        suite["rules"] = [{"id": "meek-worst-slice", "metric": "meek_rate", "comparator": ">", "threshold": 0.05}]
+        (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite, sort_keys=False), encoding="utf-8")
+        assert monitor(root, tmp_path / "out", "--suite", str(tmp_path / "suite.yaml")) == 1
+        data = read(tmp_path / "out")
+        assert data["scorer"]["rubric_version"] == "helpers-1"
+        for w in data["windows"]:
+            assert [m["metric"] for m in w["metrics"]] == ["meek_rate", "meek_count"]
+            assert {s: (e["n"], round(e["value"] * e["n"])) for s, e in metric(w, "meek_rate")["by_slice"].items()} == {
+                s: (n[w["window"], s], x[w["window"], s]) for s in PLANTED}
+        assert [c["state"] for c in data["rules"]] == ["fail"] * DAYS
+        assert data["drift"] == [day_label(DRIFT_DAY)]
+
+
 class TestInputs:
     @pytest.mark.parametrize("fmt", ["jsonl.gz", "parquet", "csv"])
     def test_every_format_gives_the_same_audit(self, logs, daily, fmt, tmp_path):

@@ -129,13 +129,13 @@ class DuckDBEngine:
                 yield cells
 
         agg = self._connect()
-        stream = pa.RecordBatchReader.from_batches(agg_schema(), scored())
+        stream = pa.RecordBatchReader.from_batches(agg_schema(job.rubric), scored())
         agg.register("cells", stream)
-        sums = ", ".join(f"CAST(sum({_q(c)}) AS BIGINT) AS {_q(c)}" for c in agg_schema().names[3:])
+        sums = ", ".join(f"CAST(sum({_q(c)}) AS BIGINT) AS {_q(c)}" for c in agg_schema(job.rubric).names[3:])
         keys = '"window", "slice", "unit"'
         table = _arrow_reader(agg.sql(f"SELECT {keys}, {sums} FROM cells GROUP BY {keys}")).read_all()
         examples = [{"window": w, "slice": s, "text": t} for _, _, w, s, t in best]
-        return Aggregate(table=finish(table), rows_read=int(total), rows_sampled=int(sampled), examples=examples)
+        return Aggregate(table=finish(table, job.rubric), rows_read=int(total), rows_sampled=int(sampled), examples=examples)
 
 
 def read_error(exc: Exception, job: ScanJob) -> FairnessError:

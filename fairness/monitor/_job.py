@@ -20,6 +20,7 @@ from fairness.monitor._engine import Aggregate, Engine, ScanJob
 from fairness.monitor._mapping import load_mapping
 from fairness.monitor._options import MonitorOptions
 from fairness.monitor._results import Example, MonitorRun, Reference, SourceInfo
+from fairness.monitor._score import scorer_problem
 from fairness.monitor._stats import windows_of
 from fairness.monitor._windows import OVERALL, rule_checks, scope_of, window_result
 from fairness.suite._suite import Suite
@@ -74,19 +75,20 @@ def check_options(data: dict) -> MonitorOptions:
 def build_run(agg: Aggregate, job: ScanJob, suite: Suite, options: MonitorOptions, *,
               grid_path: str | None = None, n_files: int | None = None) -> MonitorRun:
     """The typed record of one monitor run, from an engine's aggregate alone (pure but for reading a grid reference)."""
-    from fairness.score._rubric import load_rubric
-
+    rubric = suite.compiled_rubric
+    metrics = rubric.metrics
     min_n, alpha = suite.min_group_size, options.alpha
     table = agg.table
     slices = sorted(set(table.column("slice").to_pylist()), key=lambda s: s.encode())
     windows = windows_of(table, slices)
-    results = {w: window_result(wc, alpha, min_n) for w, wc in windows.items()}
+    results = {w: window_result(wc, alpha, min_n, metrics) for w, wc in windows.items()}
     small = {w: r.underpowered for w, r in results.items()}
     scopes = {scope_of(w): (windows[w], results[w]) for w in windows}
     if windows:
         pooled = windows_of(table, slices, pool=OVERALL)[OVERALL]
-        scopes[OVERALL] = (pooled, window_result(pooled, alpha, min_n))
-    checks = rule_checks(list(suite.rules), scopes, alpha=alpha, min_group_size=min_n, gate_on=options.gate_on)
+        scopes[OVERALL] = (pooled, window_result(pooled, alpha, min_n, metrics))
+    checks = rule_checks(list(suite.rules), scopes, alpha=alpha, min_group_size=min_n, gate_on=options.gate_on,
+                         metrics=metrics)
     kind, label = parse_reference(options.reference)
     grid: RefSide | None = None
     reference = Reference(kind=kind, window=label if kind == "window" else None)  # type: ignore[arg-type]
@@ -94,8 +96,8 @@ def build_run(agg: Aggregate, job: ScanJob, suite: Suite, options: MonitorOption
         assert grid_path is not None
         reference, grid = grid_reference(grid_path, slices, min_n)
     refs = references(kind, label, windows, small, grid) if windows else {}
-    moves = changes(windows, refs, small, alpha)
-    regs = regressions(list(suite.rules), windows, refs, small, alpha)
+    moves = changes(windows, refs, small, alpha, metrics)
+    regs = regressions(list(suite.rules), windows, refs, small, alpha, metrics)
     state, reasons = head_verdict([c.state for c in checks],
                                   [f"{c.rule} [{c.scope}]: {c.state} — {c.reason}" for c in checks if c.state != "pass"],
                                   has_rules=any(r.kind == "absolute" for r in suite.rules),
@@ -108,7 +110,6 @@ def build_run(agg: Aggregate, job: ScanJob, suite: Suite, options: MonitorOption
                   regression_states=[c.state for c in regs] if refs and has_regression else None,
                   regression_reasons=reg_reasons)
     drift = [w for w in windows if any(c.scope == scope_of(w) and c.verdict == "regressed" for c in moves)]
-    rubric = load_rubric()
     return MonitorRun(
         gate=gate,
         tool=ToolInfo(name="llm-fairness-check", version=__version__),
@@ -172,8 +173,11 @@ def monitor_logs(options: MonitorOptions, engine: Engine | None = None) -> Monit
     if kind == "results":
         grid_path = str(Path(options.reference) / "results.json") if Path(options.reference).is_dir() else options.reference
         read_grid_results(grid_path)
+    problem = scorer_problem(suite.compiled_rubric)
+    if problem is not None:
+        raise FairnessError(f"suite `{suite.name}`: {problem}; monitor scores with term lists and regexes only")
     job = ScanJob(files=files, format=fmt, mapping=mapping, sample=options.sample, window=options.window_spec(),
-                  mode=suite.scorer.mode, examples=options.examples)
+                  mode=suite.scorer.mode, examples=options.examples, rubric=suite.compiled_rubric)
     engine = engine or engine_for(options.engine)
     agg = engine.aggregate(job)
     run = build_run(agg, job, suite, options, grid_path=grid_path)
