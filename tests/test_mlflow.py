@@ -230,3 +230,42 @@ def test_the_action_refuses_the_input_without_mlflow_before_any_work(tmp_path, m
     assert ("::error title=llm-fairness-check%3A bad input::input `mlflow-tracking-uri` needs the mlflow package: "
             "pip install 'llm-fairness-check[mlflow]'") in out.getvalue().splitlines()
     assert not (tmp_path / "fairness-out").exists()
+
+
+def test_a_monitor_run_is_logged_with_its_windows_as_steps(mlflow_server, tmp_path):
+    """`monitor --mlflow`: the windows are the steps of each per-window series (the drifted window's
+    worst slice among them), the totals and the verdict are metrics and tags, the outputs artifacts."""
+    pytest.importorskip("duckdb")
+    from monitor_logs import DAYS, DRIFT_DAY, MAPPING, day_label, make_records, write_logs
+
+    records, n, _ = make_records()
+    write_logs(tmp_path / "logs", records, "jsonl")
+    (tmp_path / "mapping.yaml").write_text(MAPPING, encoding="utf-8")
+    out = tmp_path / "out"
+    proc = _cli("monitor", str(tmp_path / "logs"), "--mapping", str(tmp_path / "mapping.yaml"), "--out", str(out),
+                "--quiet", "--mlflow", mlflow_server)
+    assert proc.returncode == 1, proc.stderr  # the planted drift fails the regression rule
+    run_id = _logged_run_id(proc.stderr)
+    data = json.loads((out / "monitor.json").read_text())
+
+    client = mlflow_client(mlflow_server)
+    logged = client.get_run(run_id)
+    assert logged.info.status == "FINISHED"
+    assert logged.info.run_name == "monitor fairness-cards/qwen-v0.1 day"
+    params = logged.data.params
+    assert (params["command"], params["sample"], params["window"], params["format"], params["unit_field"]) == (
+        "monitor", "1", "day", "jsonl", "user")
+    assert (logged.data.tags["verdict"], logged.data.tags["drift"]) == ("fail", day_label(DRIFT_DAY))
+    assert logged.data.metrics["rows_sampled"] == len(records)
+    assert logged.data.metrics["drift_windows"] == 1.0
+
+    history = client.get_metric_history(run_id, "window.n")
+    assert sorted((p.step, p.value) for p in history) == [
+        (d, float(sum(v for (w, _), v in n.items() if w == day_label(d)))) for d in range(DAYS)]
+    key = "stereotype_kw_rate.slice.woman_Muslim"
+    assert sorted((p.step, p.value) for p in client.get_metric_history(run_id, key)) == [
+        (d, next(m for m in w["metrics"] if m["metric"] == "stereotype_kw_rate")["by_slice"]["woman_Muslim"]["value"])
+        for d, w in enumerate(data["windows"])]
+    drift = sorted((p.step, p.value) for p in client.get_metric_history(run_id, "window.drift"))
+    assert drift == [(d, float(d == DRIFT_DAY)) for d in range(DAYS)]
+    assert sorted(a.path for a in client.list_artifacts(run_id)) == ["junit.xml", "monitor.json", "summary.md"]

@@ -48,7 +48,7 @@ def register(sub, add_suite) -> None:
                         "OUT/diff; a confident regression fails the run")
     r.add_argument("--baseline", help="a base run to compare with instead (an output directory of `run` or its results.json)")
     r.add_argument("--workspace", help="git work tree to read --baseline-ref from (default: the one holding --recordings)")
-    _add_mlflow(r)
+    add_mlflow(r)
     r.set_defaults(handler=cmd_run)
     register_diff(sub, add_suite)
 
@@ -77,7 +77,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     )
 
 
-def _add_mlflow(p: argparse.ArgumentParser) -> None:
+def add_mlflow(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mlflow", metavar="TRACKING_URI",
                    help="also log this audit as an MLflow run (params, metrics, verdict tags, the outputs as artifacts) "
                         "once its outputs are written; the token comes from MLFLOW_TRACKING_TOKEN, the experiment from "
@@ -111,7 +111,7 @@ def register_diff(sub, add_suite) -> None:
                    help="override the threshold of every regression rule: the change from base to head, in [-1, 1]")
     d.add_argument("--bootstrap", type=int, default=AuditOptions.model_fields["bootstrap"].default)
     d.add_argument("--seed", type=int, default=AuditOptions.model_fields["seed"].default)
-    _add_mlflow(d)
+    add_mlflow(d)
     d.set_defaults(handler=cmd_diff)
 
 

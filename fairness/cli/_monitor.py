@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from fairness.audit._gate import DEFAULT_FAIL_ON, FAIL_ON_CHOICES, FAIL_ON_HELP, GATE_ON_CHOICES
+from fairness.cli._audit import add_mlflow
 
 
 def register(sub, add_suite) -> None:
@@ -29,6 +30,7 @@ def register(sub, add_suite) -> None:
     m.add_argument("--fail-on", choices=FAIL_ON_CHOICES, default=DEFAULT_FAIL_ON,
                    help="; ".join(f"`{k}`: {v}" for k, v in FAIL_ON_HELP.items()) + f" (default: {DEFAULT_FAIL_ON})")
     m.add_argument("--quiet", action="store_true", help="print only the verdict line")
+    add_mlflow(m)
     m.set_defaults(handler=cmd_monitor)
 
 
@@ -37,6 +39,10 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     from fairness.monitor._render import drift_line, verdict_line
     from fairness.report._render import plain
 
+    if args.mlflow is not None:
+        from fairness.tracking import require_mlflow
+
+        require_mlflow(args.mlflow)
     options = check_options({
         "logs": args.logs, "mapping": args.mapping, "out": args.out, "suite": args.suite, "sample": args.sample,
         "window": args.window, "reference": args.reference, "engine": args.engine, "examples": args.examples,
@@ -50,4 +56,8 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         print(f"{s.rows_sampled}/{s.rows_read} records sampled (1/{s.sample}) in {len(run.windows)} window(s) "
               f"by {s.window}, engine {result.engine}; {drift_line(run)}")
         print(f"wrote monitor.json, summary.md, junit.xml to {result.out}")
+    if args.mlflow is not None:  # after every output is written; a failure is a warning
+        from fairness.tracking import log_monitor
+
+        log_monitor(args.mlflow, run, result.out)
     return run.gate.exit_code

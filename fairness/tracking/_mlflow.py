@@ -21,16 +21,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from fairness._util.errors import FairnessError
-from fairness.tracking._payload import Payload, diff_payload, run_payload
+from fairness.tracking._payload import Payload, diff_payload, monitor_payload, run_payload
 
 if TYPE_CHECKING:
     from fairness.audit._diff import DiffResult
     from fairness.audit._results import FairnessRun
+    from fairness.monitor._results import MonitorRun
 
 MLFLOW_EXTRA = "pip install 'llm-fairness-check[mlflow]'"
 DEFAULT_EXPERIMENT = "llm-fairness-check"
 """The experiment runs go to unless MLFLOW_EXPERIMENT_NAME names another."""
 RUN_ARTIFACTS = ("results.json", "card.html", "card.yaml", "summary.md")
+MONITOR_ARTIFACTS = ("monitor.json", "summary.md", "junit.xml")
 HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
                  "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
 """Bounded retries unless the user sets them: MLflow's own defaults wait minutes for a server that is down."""
@@ -62,6 +64,15 @@ def log_diff(uri: str, d: DiffResult, markdown: str, *, env: Mapping[str, str] |
     env = os.environ if env is None else env
     texts = {"diff.json": d.model_dump_json(indent=1) + "\n", "diff.md": markdown}
     return _log(uri, diff_payload(d, env), [], texts, env, err or sys.stderr)
+
+
+def log_monitor(uri: str, run: MonitorRun, out: Path, *, env: Mapping[str, str] | None = None,
+                err: TextIO | None = None) -> str | None:
+    """Log one `monitor` (its outputs in `out` as artifacts, its windows as steps); the MLflow run id, or
+    None after a warning."""
+    env = os.environ if env is None else env
+    files = [out / name for name in MONITOR_ARTIFACTS if (out / name).is_file()]
+    return _log(uri, monitor_payload(run, env), files, {}, env, err or sys.stderr)
 
 
 def _log(uri: str, payload: Payload, files: list[Path], texts: dict[str, str], env: Mapping[str, str],
@@ -108,6 +119,7 @@ def _send_with(client: Any, payload: Payload, files: list[Path], texts: dict[str
             client.log_batch(run_id, params=params[i:i + _BATCH_PARAMS])
         now = int(time.time() * 1000)
         metrics = [Metric(k, v, now, 0) for k, v in payload.metrics.items()]
+        metrics += [Metric(k, v, now, step) for k, points in payload.series.items() for step, v in points]
         for i in range(0, len(metrics), _BATCH_METRICS):
             client.log_batch(run_id, metrics=metrics[i:i + _BATCH_METRICS])
         for path in files:

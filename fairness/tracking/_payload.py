@@ -1,6 +1,7 @@
 """What an audit logs to a tracker: parameters, metrics and tags, from its typed record alone.
 
-Pure (no MLflow, no network): `run_payload` reads a `FairnessRun`, `diff_payload` a `DiffResult`.
+Pure (no MLflow, no network): `run_payload` reads a `FairnessRun`, `diff_payload` a `DiffResult`,
+`monitor_payload` a `MonitorRun` (its windows as the steps of each per-window metric's series).
 Metrics cover the metrics the gate's rules read, in the scopes the gate judges (`overall` and
 each family): every slice's rate, the pooled rate, the worst slice and the max−min gap, each with
 its interval ends; then each rule check's value and interval, the verdict code and check counts.
@@ -21,6 +22,7 @@ from fairness.recordings._git import head_commit
 if TYPE_CHECKING:
     from fairness.audit._diff import DiffResult
     from fairness.audit._results import Estimate, FairnessRun, RegressionCheck, RuleCheck
+    from fairness.monitor._results import MonitorRun
 
 STATES = ("pass", "fail", "inconclusive", "undefined")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
@@ -39,6 +41,8 @@ class Payload:
     """Metric key (valid for MLflow) → value; null values are left out."""
     tags: dict[str, str] = field(default_factory=dict)
     """Tag → value: the verdict, its parts, the git commit and pull request when known."""
+    series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    """Metric key → (step, value) points: a monitor's per-window values, the window's index as the step."""
 
 
 def metric_key(*parts: str) -> str:
@@ -164,6 +168,69 @@ def diff_payload(d: DiffResult, env: Mapping[str, str], *, cwd: Path | None = No
         **source_tags(env, cwd),
     }
     return Payload(f"diff {params['suite']} {params['model_id']}", params, m.values, tags)
+
+
+def monitor_payload(run: MonitorRun, env: Mapping[str, str], *, cwd: Path | None = None) -> Payload:
+    """Parameters, metrics and tags of one `monitor`: totals as metrics, and each window's values of the
+    metrics the rules read (every slice, pooled, worst slice and gap, with interval ends), its records and
+    its drift flag as series whose step is the window's index in time order."""
+    src = run.source
+    params = {
+        "command": "monitor",
+        "suite": run.suite.name,
+        "suite_version": run.suite.version,
+        "suite_hash": run.suite.hash,
+        "rubric_version": run.scorer.rubric_version,
+        "scorer_mode": run.scorer.mode,
+        "format": src.format,
+        "files": str(src.files),
+        "sample": str(src.sample),
+        "window": src.window,
+        "reference": run.reference.kind if run.reference.window is None else f"window:{run.reference.window}",
+        "text_field": src.mapping.text,
+        "unit_field": src.mapping.unit or "",
+        "alpha": str(run.alpha),
+        "fail_on": run.gate.fail_on,
+        "gate_on": run.gate.gate_on,
+        "min_group_size": str(run.min_group_size),
+        "tool_version": run.tool.version,
+    }
+    m = _Metrics()
+    m.add("verdict_code", run.gate.exit_code)
+    m.add("rows_read", src.rows_read)
+    m.add("rows_sampled", src.rows_sampled)
+    m.add("windows", len(run.windows))
+    m.add("drift_windows", len(run.drift))
+    _check_counts(m, "rule_checks", run.rules)
+    _check_counts(m, "regression_checks", run.regressions)
+    read = list(dict.fromkeys([c.metric for c in run.rules] + [c.metric for c in run.regressions]))
+    series: dict[str, list[tuple[int, float]]] = {}
+    drifted = set(run.drift)
+    for step, w in enumerate(run.windows):
+        points = _Metrics()
+        points.add("window.n", w.n)
+        points.add("window.units", w.units)
+        points.add("window.drift", int(w.window in drifted))
+        for wm in w.metrics:
+            if wm.metric not in read:
+                continue
+            for slice_name, est in wm.by_slice.items():
+                points.estimate(metric_key(wm.metric, "slice", slice_name), est)
+            points.estimate(metric_key(wm.metric, "pooled"), wm.pooled)
+            points.estimate(metric_key(wm.metric, "worst_slice"), wm.worst_slice)
+            points.estimate(metric_key(wm.metric, "gap"), wm.max_minus_min)
+        for key, value in points.values.items():
+            series.setdefault(key, []).append((step, value))
+    tags = {
+        "verdict": run.gate.state,
+        "head_state": run.gate.head_state,
+        "regression_state": run.gate.regression_state or "none",
+        "passed": "true" if run.gate.passed else "false",
+        "drift": ",".join(run.drift) or "none",
+        "tool": f"{run.tool.name} {run.tool.version}",
+        **source_tags(env, cwd),
+    }
+    return Payload(f"monitor {run.suite.name} {src.window}", params, m.values, tags, series)
 
 
 def _check_counts(m: _Metrics, prefix: str, checks: list[RuleCheck] | list[RegressionCheck]) -> None:
