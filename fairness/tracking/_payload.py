@@ -21,7 +21,16 @@ from fairness.recordings._git import head_commit
 
 if TYPE_CHECKING:
     from fairness.audit._diff import DiffResult
-    from fairness.audit._results import Estimate, FairnessRun, RegressionCheck, RuleCheck
+    from fairness.audit._gate import Gate
+    from fairness.audit._results import (
+        Estimate,
+        FairnessRun,
+        RegressionCheck,
+        RuleCheck,
+        ScorerInfo,
+        SuiteInfo,
+        ToolInfo,
+    )
     from fairness.monitor._results import MonitorRun
 
 STATES = ("pass", "fail", "inconclusive", "undefined")
@@ -89,14 +98,9 @@ def run_payload(run: FairnessRun, env: Mapping[str, str], *, cwd: Path | None = 
     """Parameters, metrics and tags of one `run` (the gate's record, never recomputed)."""
     comp = run.comparison
     params = {
-        "command": "run",
-        "suite": run.suite.name,
-        "suite_version": run.suite.version,
-        "suite_hash": run.suite.hash,
+        **_suite_params("run", run.suite, run.scorer),
         "model_id": run.recordings.model_id,
         "recordings_manifest_sha256": run.recordings.manifest_sha256,
-        "rubric_version": run.scorer.rubric_version,
-        "scorer_mode": run.scorer.mode,
         "alpha": str(run.options.alpha),
         "fail_on": run.gate.fail_on,
         "gate_on": run.gate.gate_on,
@@ -121,24 +125,12 @@ def run_payload(run: FairnessRun, env: Mapping[str, str], *, cwd: Path | None = 
         for scope, sr in (result.scopes.items() if result is not None else ()):
             if not _judged(scope):
                 continue
-            base = metric_key(name, scope)
-            for slice_name, est in sr.by_slice.items():
-                m.estimate(metric_key(base, "slice", slice_name), est)
-            m.estimate(metric_key(base, "pooled"), sr.pooled)
-            m.estimate(metric_key(base, "worst_slice"), sr.worst_slice)
-            m.estimate(metric_key(base, "gap"), sr.max_minus_min)
+            _slices(m, metric_key(name, scope), sr.by_slice, sr.pooled, sr.worst_slice, sr.max_minus_min)
     for c in run.rules:
         _rule(m, c)
     for r in regressions:
         _regression(m, r)
-    tags = {
-        "verdict": run.gate.state,
-        "head_state": run.gate.head_state,
-        "regression_state": run.gate.regression_state or "none",
-        "passed": "true" if run.gate.passed else "false",
-        "tool": f"{run.tool.name} {run.tool.version}",
-        **source_tags(env, cwd),
-    }
+    tags = {**_gate_tags(run.gate, run.tool), **source_tags(env, cwd)}
     return Payload(f"run {run.suite.name} {run.recordings.model_id}", params, m.values, tags)
 
 
@@ -176,12 +168,7 @@ def monitor_payload(run: MonitorRun, env: Mapping[str, str], *, cwd: Path | None
     its drift flag as series whose step is the window's index in time order."""
     src = run.source
     params = {
-        "command": "monitor",
-        "suite": run.suite.name,
-        "suite_version": run.suite.version,
-        "suite_hash": run.suite.hash,
-        "rubric_version": run.scorer.rubric_version,
-        "scorer_mode": run.scorer.mode,
+        **_suite_params("monitor", run.suite, run.scorer),
         "format": src.format,
         "files": str(src.files),
         "sample": str(src.sample),
@@ -214,23 +201,33 @@ def monitor_payload(run: MonitorRun, env: Mapping[str, str], *, cwd: Path | None
         for wm in w.metrics:
             if wm.metric not in read:
                 continue
-            for slice_name, est in wm.by_slice.items():
-                points.estimate(metric_key(wm.metric, "slice", slice_name), est)
-            points.estimate(metric_key(wm.metric, "pooled"), wm.pooled)
-            points.estimate(metric_key(wm.metric, "worst_slice"), wm.worst_slice)
-            points.estimate(metric_key(wm.metric, "gap"), wm.max_minus_min)
+            _slices(points, wm.metric, wm.by_slice, wm.pooled, wm.worst_slice, wm.max_minus_min)
         for key, value in points.values.items():
             series.setdefault(key, []).append((step, value))
-    tags = {
-        "verdict": run.gate.state,
-        "head_state": run.gate.head_state,
-        "regression_state": run.gate.regression_state or "none",
-        "passed": "true" if run.gate.passed else "false",
-        "drift": ",".join(run.drift) or "none",
-        "tool": f"{run.tool.name} {run.tool.version}",
-        **source_tags(env, cwd),
-    }
+    tags = {**_gate_tags(run.gate, run.tool), "drift": ",".join(run.drift) or "none", **source_tags(env, cwd)}
     return Payload(f"monitor {run.suite.name} {src.window}", params, m.values, tags, series)
+
+
+def _suite_params(command: str, suite: SuiteInfo, scorer: ScorerInfo) -> dict[str, str]:
+    """The parameters every audited record shares: the command, the suite and its rubric."""
+    return {"command": command, "suite": suite.name, "suite_version": suite.version, "suite_hash": suite.hash,
+            "rubric_version": scorer.rubric_version, "scorer_mode": scorer.mode}
+
+
+def _gate_tags(gate: Gate, tool: ToolInfo) -> dict[str, str]:
+    """The verdict and its parts, as tags."""
+    return {"verdict": gate.state, "head_state": gate.head_state, "regression_state": gate.regression_state or "none",
+            "passed": "true" if gate.passed else "false", "tool": f"{tool.name} {tool.version}"}
+
+
+def _slices(m: _Metrics, base: str, by_slice: Mapping[str, Estimate], pooled: Estimate | None,
+            worst: Estimate | None, gap: Estimate | None) -> None:
+    """One metric in one scope (or window): every slice, the pooled value, the worst slice and the gap."""
+    for slice_name, est in by_slice.items():
+        m.estimate(metric_key(base, "slice", slice_name), est)
+    m.estimate(metric_key(base, "pooled"), pooled)
+    m.estimate(metric_key(base, "worst_slice"), worst)
+    m.estimate(metric_key(base, "gap"), gap)
 
 
 def _check_counts(m: _Metrics, prefix: str, checks: list[RuleCheck] | list[RegressionCheck]) -> None:
