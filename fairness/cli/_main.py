@@ -159,6 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fairness.cli._comment import register as register_comment
 
     register_comment(sub)
+    from fairness.cli._score import register as register_score
+
+    register_score(sub)
     return parser
 
 
