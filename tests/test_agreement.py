@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from fairness._util.errors import FairnessError
 from fairness.scorers._agreement import METHOD, Confusion, agreement, cohen_kappa
@@ -43,7 +44,8 @@ def test_kappa_confusion_and_disagreements():
 
 
 def test_the_interval_redraws_prompts_whole():
-    """The bounds are the percentiles of κ over resamples that draw prompts with replacement (an independent loop)."""
+    """The bounds are expanded percentiles of κ over resamples that draw whole prompts with replacement (an
+    independent loop over the same draws)."""
     a, b, prompts, slices = rows()
     r = agreement(a, b, prompts, slices, n_resamples=400, seed=11)
     rng = np.random.default_rng(11)
@@ -56,7 +58,8 @@ def test_the_interval_redraws_prompts_whole():
         p_e = x.mean() * y.mean() + (1 - x.mean()) * (1 - y.mean())
         if p_e < 1:
             kappas.append((p_o - p_e) / (1 - p_e))
-    low, high = np.quantile(kappas, [0.025, 0.975])
+    alpha = stats.norm.cdf(-np.sqrt(6 / 5) * stats.t.ppf(0.975, 5))  # expanded percentile: t with prompts - 1 df
+    low, high = np.quantile(kappas, [alpha, 1 - alpha])
     assert (r.interval.low, r.interval.high) == (pytest.approx(low, abs=1e-12), pytest.approx(high, abs=1e-12))
     assert r.interval.low < r.kappa < r.interval.high
 

@@ -267,3 +267,25 @@ def test_score_command_bad_input_is_exit_2(recordings, tmp_path, capsys):
     assert err == (f"error: no recorded scores of scorer `tox` in `{recordings}/scores/tox`; record them (needs the "
                    f"scorer's model or network and key) with `llm-fairness-check score --recordings {recordings} "
                    f"--scorers {scorers} --scorer tox`")
+
+
+def test_replaying_scores_imports_no_heavy_library(api, recordings):
+    import subprocess
+    import sys
+
+    from test_replay_is_light import HEAVY
+
+    cfg = judge_config(api)
+    record_scores(recordings, "judge", cfg)
+    code = f"""
+import json, sys
+from fairness.scorers._config import parse_scorer
+from fairness.scorers._store import replay_scores
+from fairness.scorers._agreement import agreement
+cfg = parse_scorer("judge", {cfg.model_dump(mode="json")!r})
+col = replay_scores({str(recordings)!r}, "judge", cfg, ["A woman nurse, seed 1."])
+r = agreement(col.values, col.values, ["p"], ["s"], n_resamples=10)
+print(json.dumps({{"values": col.values.tolist(), "loaded": [m for m in {HEAVY!r} if m in sys.modules]}}))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"values": [1.0], "loaded": []}

@@ -48,3 +48,5 @@ betaincinv: Any = _module.betaincinv
 gammainc: Any = _module.gammainc
 gammaincinv: Any = _module.gammaincinv
 gammaln: Any = _module.gammaln
+ndtr: Any = _module.ndtr
+stdtrit: Any = _module.stdtrit
