@@ -255,6 +255,41 @@ def _differences(recorded: dict[str, Any], wanted: dict[str, Any]) -> str:
     return "differs in " + ", ".join(f"`{k}`" for k in keys) if keys else "another config"
 
 
+class RecordedScores:
+    """One scorer's verified recorded scores, opened once and looked up by text (chunk after chunk of a
+    streamed replay). Opening checks presence, checksum and config; no scorer is ever built."""
+
+    def __init__(self, recordings: str | Path, name: str, config: ScorerConfig, *, command: str | None = None) -> None:
+        d = scores_dir(recordings, name)
+        self.name, self.directory = name, d
+        self.command = command or record_command(recordings, name)
+        if not (d / SCORE_MANIFEST).is_file():
+            raise FairnessError(f"no recorded scores of scorer `{name}` in `{d}`; record them (needs the scorer's model "
+                                f"or network and key) with `{self.command}`")
+        m = read_score_manifest(d)
+        verify_files(d, m.files)
+        if m.kind != config.kind or m.config_sha256 != config.identity_sha256():
+            raise FairnessError(f"scores of scorer `{name}` in `{d}` were recorded with another config "
+                                f"({_differences(m.config, config.identity())}); record them again with `{self.command}`")
+        self.manifest = m
+        self._lines = read_score_lines(d / m.files[0].path) if m.files else {}
+
+    def column(self, texts: Sequence[str]) -> ScoreColumn:
+        """The scores of `texts`, in order; a text without a recorded score is an error naming the command."""
+        m = self.manifest
+        keys = score_keys(m.kind, m.config, m.version, texts)
+        found = [self._lines.get(k) for k in keys]
+        missing = [i for i, f in enumerate(found) if f is None]
+        if missing:
+            raise FairnessError(f"scorer `{self.name}` has no recorded score for {len(missing)} of {len(texts)} outputs "
+                                f"in `{self.directory}` (first: key {keys[missing[0]][:12]}…); record them with "
+                                f"`{self.command}`")
+        lines = [f for f in found if f is not None]
+        values = np.array([np.nan if f.value is None else f.value for f in lines], dtype=np.float64)
+        return ScoreColumn(scorer=self.name, kind=m.kind, version=m.version, output=m.output, values=values,
+                           raw=[f.raw for f in lines], invalid=int(np.isnan(values).sum()))
+
+
 def replay_scores(
     recordings: str | Path, name: str, config: ScorerConfig, texts: Sequence[str], *, command: str | None = None,
 ) -> ScoreColumn:
@@ -264,23 +299,4 @@ def replay_scores(
         FairnessError: no scores recorded, a checksum mismatch, the suite configures the scorer
             otherwise than recorded, or a text without a score; each names the command that records them.
     """
-    d = scores_dir(recordings, name)
-    again = command or record_command(recordings, name)
-    if not (d / SCORE_MANIFEST).is_file():
-        raise FairnessError(f"no recorded scores of scorer `{name}` in `{d}`; record them (needs the scorer's model "
-                            f"or network and key) with `{again}`")
-    m = read_score_manifest(d)
-    verify_files(d, m.files)
-    if m.kind != config.kind or m.config_sha256 != config.identity_sha256():
-        raise FairnessError(f"scores of scorer `{name}` in `{d}` were recorded with another config "
-                            f"({_differences(m.config, config.identity())}); record them again with `{again}`")
-    lines = read_score_lines(d / m.files[0].path) if m.files else {}
-    keys = score_keys(m.kind, m.config, m.version, texts)
-    found = [lines.get(k) for k in keys]
-    missing = [i for i, f in enumerate(found) if f is None]
-    if missing:
-        raise FairnessError(f"scorer `{name}` has no recorded score for {len(missing)} of {len(texts)} outputs in `{d}` "
-                            f"(first: key {keys[missing[0]][:12]}…); record them with `{again}`")
-    values = np.array([np.nan if f.value is None else f.value for f in found if f is not None], dtype=np.float64)
-    return ScoreColumn(scorer=name, kind=m.kind, version=m.version, output=m.output, values=values,
-                       raw=[f.raw for f in found if f is not None], invalid=int(np.isnan(values).sum()))
+    return RecordedScores(recordings, name, config, command=command).column(texts)
