@@ -231,7 +231,7 @@ class TestOneVaderPassPerText:
         calls: list[str] = []
 
         class Counting:
-            name = "vader"
+            name, version, output = "vader", "counting", "number"
 
             def __init__(self):
                 self._inner = load_scorer("vader")
