@@ -289,3 +289,18 @@ print(json.dumps({{"values": col.values.tolist(), "loaded": [m for m in {HEAVY!r
 """
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"values": [1.0], "loaded": []}
+
+
+def test_regenerating_a_set_in_place_keeps_its_recorded_scores(api, recordings, tmp_path):
+    from fairness.pipeline._regenerate import staging_dir, swap_in
+
+    cfg = judge_config(api)
+    record_scores(recordings, "judge", cfg)
+    staging = staging_dir(recordings)
+    changed = lambda case: output_for(case).replace("seed 2", "seed two")  # noqa: E731 - half the outputs change
+    write_recording_set(staging, parse_suite(SUITE), changed)
+    swap_in(staging, recordings)
+    with pytest.raises(FairnessError, match=r"scorer `judge` has no recorded score for 4 of 8 outputs"):
+        replay_scores(recordings, "judge", cfg, row_outputs(recordings))
+    m = record_scores(recordings, "judge", cfg)
+    assert (len(api.requests), m.texts, m.scored) == (4 + 2, 4, 4)  # only the two new texts were judged
