@@ -201,6 +201,20 @@ def test_score_keys_are_content_keys():
     assert a == hashlib.sha256(b'{"config":{"prompt":"p {output}"},"kind":"judge","text":"x","version":"v1"}').hexdigest()
 
 
+@pytest.mark.parametrize("extra, message", [
+    ({"system": "use key sk-abcdefghijklmnop"},
+     "scorers.judge: `system` holds what looks like an API key; credentials come from the environment only"),
+    ({"base_url": "http://user:pw@127.0.0.1:1/v1"},
+     "scorers.judge: `base_url` embeds credentials; credentials come from the environment only"),
+    ({"api_key": "x"}, "scorers.judge: unknown key `api_key` (did you mean `api_key_env`?)"),
+])
+def test_a_judge_config_never_holds_a_key(extra, message):
+    with pytest.raises(FairnessError) as err:
+        parse_scorers({"judge": {"kind": "judge", "provider": "openai", "model": "m", "prompt": "{output}", **extra}})
+    assert str(err.value) == message
+    assert "sk-abcdefghijklmnop" not in str(err.value)
+
+
 @pytest.mark.parametrize("raw, message", [
     ({"kind": "judge", "provider": "openai", "model": "m", "prompt": "no slot"},
      "scorers.judge: a judge `prompt` must contain `{output}` exactly once (where the judged output goes)"),

@@ -147,6 +147,11 @@ def parse_scorer(name: str, raw: Any, source: str = "scorers") -> ScorerConfig:
     if not isinstance(raw, Mapping) or not isinstance(raw.get("kind"), str):
         raise FairnessError(f"{source}: scorer `{name}` must be a mapping with a `kind` (judge, hf-classifier or a plug-in)")
     model = _BY_KIND.get(raw["kind"], PluginConfig)
+    if model is JudgeConfig:  # the judge's key comes from the environment only, never from the suite
+        from fairness.generate.engines.hosted import refuse_secret_values, refuse_url_credentials
+
+        refuse_secret_values(dict(raw), f"{source}.{name}")
+        refuse_url_credentials(raw.get("base_url"), f"{source}.{name}: `base_url`")
     try:
         return model.model_validate(dict(raw))  # type: ignore[return-value]
     except ValidationError as err:
