@@ -50,9 +50,11 @@ from fairness.audit._results import (
     FairnessRun,
     FamilyRow,
     Methods,
+    MetricDefinition,
     MetricResult,
     OptionsUsed,
     RecordingsInfo,
+    RubricInfo,
     RuleCheck,
     ScopeResult,
     ScorerInfo,
@@ -68,8 +70,8 @@ from fairness.audit._stats import (
 )
 from fairness.recordings._record import Recording, join_rows
 from fairness.recordings._store import Manifest, grid_hash_of_runs
-from fairness.score._catalog import METRICS, MetricSpec
-from fairness.score._rubric import ScoreTable, load_rubric, score_texts
+from fairness.score._catalog import MetricSpec
+from fairness.score._rubric import ScoreTable
 from fairness.suite._case import Case
 from fairness.suite._rules import DecisionRule
 from fairness.suite._suite import Suite, iter_seed_runs
@@ -103,11 +105,12 @@ def audit(
     options = options or AuditOptions()
     mode = options.scorer_mode or suite.scorer.mode
     recordings = join_rows(cases, recordings)  # grid order, joined on row_id: never trust the caller's order
+    specs = list(suite.compiled_rubric.metrics.values())
     if scores is None:
-        scores = score_texts([r.output for r in recordings], mode)
-    Y = metric_matrix(scores, list(METRICS.values()))
+        scores = suite.compiled_rubric.score([r.output for r in recordings], mode)
+    Y = metric_matrix(scores, specs)
     design = build_design(cases, slice_order_of(suite), placeholder_columns(suite))
-    cells = build_cells(design, Y, histogram_metrics=histogram_metrics(options), empty=empty_flags(recordings))
+    cells = build_cells(design, Y, histogram_metrics=histogram_metrics(options, specs), empty=empty_flags(recordings))
     run = audit_cells(suite, design, cells, manifest, options, recordings_path=recordings_path, manifest_sha256=manifest_sha256)
     return run, scores
 
@@ -120,11 +123,11 @@ def placeholder_columns(suite: Suite) -> dict[str, str]:
     return {ph: suite.column_for(ph) for ph in suite.placeholders}
 
 
-def histogram_metrics(options: AuditOptions) -> tuple[int, ...]:
-    """The metrics whose per-cell value counts the permutation tests need (the harms)."""
+def histogram_metrics(options: AuditOptions, specs: list[MetricSpec]) -> tuple[int, ...]:
+    """The metrics (of the rubric's catalogue `specs`) whose per-cell value counts the permutation tests need (the harms)."""
     if options.permutations <= 0:
         return ()
-    return tuple(m for m, s in enumerate(METRICS.values()) if s.higher_is_worse is True)
+    return tuple(m for m, s in enumerate(specs) if s.higher_is_worse is True)
 
 
 def audit_cells(
@@ -144,8 +147,9 @@ def audit_cells(
     options = options or AuditOptions()
     mode = options.scorer_mode or suite.scorer.mode
     min_n = options.min_group_size if options.min_group_size is not None else suite.min_group_size
-    rules = [r for r in options.effective_rules(suite.rules) if r.kind == "absolute"]  # regression rules: base vs head
-    specs = list(METRICS.values())
+    rubric = suite.compiled_rubric
+    rules = [r for r in options.effective_rules(suite.rules, rubric.metrics) if r.kind == "absolute"]  # regression rules: base vs head
+    specs = list(rubric.metrics.values())
     n_rows = cells.n_rows
     all_scopes = cell_scopes(design, cells)
 
@@ -214,7 +218,7 @@ def audit_cells(
             )
 
     _add_permutation_tests(design, cells, specs, metric_results, options)
-    checks = _check_rules(rules, metric_results, cells_of, [f.id for f in suite.families], min_n, options)
+    checks = _check_rules(rules, specs, metric_results, cells_of, [f.id for f in suite.families], min_n, options)
     empty = empty_shares(cells, design.slices)
     over = [s for s in empty if empty[s] > MAX_EMPTY_SHARE]
     state, reasons = head_verdict(
@@ -240,7 +244,6 @@ def audit_cells(
         for m, s in enumerate(specs)
         if s.higher_is_worse is not None or s.kind == "rate"
     }
-    rubric = load_rubric()
     return FairnessRun(
         tool=ToolInfo(name="llm-fairness-check", version=__version__),
         suite=SuiteInfo(name=suite.name, version=suite.version, hash=suite.hash),
@@ -296,6 +299,8 @@ def audit_cells(
             "slice pair without correlation credit, Bonferroni over pairs (conservative)",
         ),
         metrics=list(metric_results.values()),
+        rubric=RubricInfo(source=rubric.source, version=rubric.version, sha256=rubric.sha256, mode=mode,
+                          metrics=[MetricDefinition(**d) for d in rubric.definitions(mode)], scorers=rubric.spec.scorers, agreement=rubric.spec.agreement),
     )
 
 
@@ -437,14 +442,16 @@ def _settle(rule: DecisionRule, spec: MetricSpec, cc: CellCounts, value: float, 
                   detectable=json_number(det), passable=json_number(pas_v), note=note)
 
 
-def _check_rules(rules: list[DecisionRule], results: dict[str, MetricResult], cells_of: dict[str, tuple[np.ndarray, np.ndarray]],
-                 families: list[str], min_n: int, options: AuditOptions) -> list[RuleCheck]:
+def _check_rules(rules: list[DecisionRule], specs: list[MetricSpec], results: dict[str, MetricResult],
+                 cells_of: dict[str, tuple[np.ndarray, np.ndarray]], families: list[str], min_n: int,
+                 options: AuditOptions) -> list[RuleCheck]:
     checks = []
     alpha = options.alpha
+    metric_names = [s.name for s in specs]
     for rule in rules:
         mr = results[rule.metric]
-        spec = METRICS[rule.metric]
-        m = list(METRICS).index(rule.metric)
+        m = metric_names.index(rule.metric)
+        spec = specs[m]
         names = ["overall"] if rule.scope == "overall" else [f"family={f}" for f in families]
         # Holm across the scopes the rule quantifies over, on the breaching end of each interval.
         ccs = {}
@@ -504,6 +511,8 @@ def _family_table(suite: Suite, results: dict[str, MetricResult], checks: list[R
             decision = "undefined"
 
         def get(metric: str, stat: str, scope: str = scope) -> float | None:
+            if metric not in results:  # the paper's table columns; another rubric may not define them
+                return None
             sr = results[metric].scopes.get(scope)
             return None if sr is None else getattr(sr, stat).value
 
@@ -581,8 +590,11 @@ def _run_caveats(suite: Suite, manifest: Manifest, mode: str, results: dict[str,
     if not manifest.complete:
         out.append(Caveat(code="incomplete-recordings", message=f"the recording set is marked incomplete ({manifest.rows}/{manifest.expected_rows} rows)"))
     out.append(Caveat(code="interval-coverage", message=COVERAGE_NOTE))
-    if mode == "paper":
+    substring = any(lst.match == "substring" for lst in suite.compiled_rubric.spec.lists.values())
+    if mode == "paper" and substring:
         out.append(Caveat(code="scorer-mode", message="scorer mode `paper`: substring matching as in the reference rubric ('miss' matches 'mission', 'weak' matches 'weakness'); use `strict` for whole words"))
+    elif mode == "paper":
+        out.append(Caveat(code="scorer-mode", message="scorer mode `paper`: the rubric has no substring list; every list is matched as it declares (word or regex)"))
     else:
         out.append(Caveat(code="scorer-mode", message="scorer mode `strict`: whole-word matching; numbers differ from the paper's substring rubric"))
     ruled = {r.metric for r in rules}

@@ -34,6 +34,8 @@ ACTION_REPO = _release.ACTION_REPOSITORY
 PR_WORKFLOW = ".github/workflows/fairness-check.yml"
 REGEN_WORKFLOW = ".github/workflows/fairness-regenerate.yml"
 SUITE_COPY = "fairness-check/suite.yaml"
+SUITE_DOCS = f"{_release.CODE_URL}/blob/{_release.ACTION_TAG or 'main'}/docs/suites.md"
+"""The suite reference, as of the release this package was built from (a source install: main)."""
 ACTIONLINT_CONFIG = ".github/actionlint.yaml"
 ACTIONLINT_GPU = (
     "# actionlint configuration, written by `llm-fairness-check init`: the regeneration job runs on a\n"
@@ -217,6 +219,8 @@ def _suite_copy(name: str) -> str:
     head = (f"# An editable copy of the built-in suite `{DEFAULT_SUITE}` (llm-fairness-check {__version__}),\n"
             "# written by `llm-fairness-check init`. Edit the grid (families, placeholders, attributes, regimes,\n"
             "# seeds) and the rules; a changed grid needs new recordings (`llm-fairness-check generate`).\n"
+            f"# Every key, its default and the checks it must pass: {SUITE_DOCS}\n"
+            "# (the JSON Schema, for an editor: `llm-fairness-check schema suite > suite.schema.json`).\n"
             "# Say what the audit is for on its card (otherwise the card says the suite did not state it):\n"
             "#   card:\n"
             "#     intended_use: [\"What this audit's conclusions are for.\"]\n"

@@ -146,8 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     rr.add_argument("--reason", required=True, help="why the records were edited (kept in the manifest's history)")
     rr.add_argument("--by", help="who resealed (default: git's user.name <user.email>, else $USER)")
 
-    sc = sub.add_parser("schema", help="print the JSON Schema of results.json or of a recording manifest")
-    sc.add_argument("name", choices=["results", "manifest"])
+    sc = sub.add_parser("schema", help="print the JSON Schema of results.json, a recording manifest or a suite file, "
+                                       "or the OpenAPI document of `serve`")
+    sc.add_argument("name", choices=["results", "manifest", "suite", "openapi"])
 
     from fairness.cli._audit import register
     from fairness.cli._init import register as register_init
@@ -162,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fairness.cli._score import register as register_score
 
     register_score(sub)
+    from fairness.cli._serve import register as register_serve
+
+    register_serve(sub)
     return parser
 
 

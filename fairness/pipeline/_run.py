@@ -53,11 +53,6 @@ class RunOutputs:
     files: dict[str, Path]
 
 
-def _display_path(path: Path) -> str:
-    """A path safe to commit and print: relative to the working directory when inside it."""
-    return shown_path(path)
-
-
 _TRANSCRIPT = json.JSONEncoder(ensure_ascii=False)
 """What `json.dumps(row, ensure_ascii=False)` builds per call; one per process."""
 
@@ -194,7 +189,7 @@ def resolve(options: RunOptions, *, recordings_ready: bool = True) -> Resolved:
         if options.junit is not None:
             check_output_file(options.junit, "--junit")
     suite = load_suite(options.suite)
-    rules = options.audit.effective_rules(suite.rules)
+    rules = options.audit.effective_rules(suite.rules, suite.compiled_rubric.metrics)
     return Resolved(suite, rules, _baseline.base_run(options.baseline) if options.baseline is not None else None)
 
 
@@ -305,7 +300,7 @@ def _audit_rows(suite: Suite, options: RunOptions, transcripts: _Transcripts) ->
     `Sample` per row, not the records); otherwise replays in memory.
     """
     rdir = options.recordings
-    shown = _display_path(rdir)
+    shown = shown_path(rdir, options.shown_root)
     wanted = bool(options.evaluators)
     manifest = read_manifest(rdir)
     if manifest.complete or not options.allow_incomplete:

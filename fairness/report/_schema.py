@@ -1,4 +1,5 @@
-"""Published JSON Schemas of the files other tools read: results.json and a recording manifest.
+"""Published JSON Schemas: the files other tools read (results.json, a recording manifest) and
+the one file people write (a suite, docs/suites.md describes it key by key).
 
 Generated from the pydantic models (their field docstrings become descriptions), printed by
 `llm-fairness-check schema NAME` and committed under docs/schema/ (a test checks for drift).
@@ -22,11 +23,12 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from fairness._util.errors import FairnessError
 
-SCHEMAS = ("results", "manifest")
+SCHEMAS = ("results", "manifest", "suite")
 
 
 def json_schema(name: str) -> dict[str, Any]:
-    """The JSON Schema of `results` (results.json) or `manifest` (a recording set's manifest.json)."""
+    """The JSON Schema of `results` (results.json), `manifest` (a recording set's manifest.json) or
+    `suite` (a suite YAML file, as input: defaults shown, optional keys not required)."""
     if name == "results":
         from fairness.audit._results import SCHEMA_VERSION, FairnessRun
 
@@ -37,13 +39,29 @@ def json_schema(name: str) -> dict[str, Any]:
 
         schema = Manifest.model_json_schema(mode="serialization", schema_generator=_WithFieldDocs)
         schema["$id"] = f"https://llm-fairness-check/schema/manifest-{FORMAT_VERSION}.json"
+    elif name == "suite":
+        from fairness.suite._suite import Suite
+
+        schema = Suite.model_json_schema(mode="validation", schema_generator=_WithFieldDocs)
+        schema["$id"] = "https://llm-fairness-check/schema/suite.json"
     else:
         raise FairnessError(f"unknown schema `{name}` (choose from {', '.join(SCHEMAS)})")
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
 
 def schema_text(name: str) -> str:
-    """`json_schema(name)` as stable, indented JSON text (the committed file's bytes)."""
+    """`json_schema(name)` as stable, indented JSON text (the committed file's bytes); `openapi`: the REST
+    service's OpenAPI document (docs/schema/openapi.json; needs the `serve` extra)."""
+    if name == "openapi":
+        import importlib.util
+
+        if importlib.util.find_spec("fastapi") is None:
+            from fairness.serve import SERVE_EXTRA
+
+            raise FairnessError(f"the OpenAPI document needs fastapi: {SERVE_EXTRA}")
+        from fairness.serve._app import create_app
+
+        return json.dumps(create_app().openapi(), indent=2, ensure_ascii=False) + "\n"
     return json.dumps(json_schema(name), indent=2, ensure_ascii=False) + "\n"
 
 
