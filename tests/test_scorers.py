@@ -279,8 +279,8 @@ def test_score_command_bad_input_is_exit_2(recordings, tmp_path, capsys):
     assert cli.main(["score", "--recordings", str(recordings), "--scorers", str(scorers), "--replay"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == (f"error: no recorded scores of scorer `tox` in `{recordings}/scores/tox`; record them (needs the "
-                   f"scorer's model or network and key) with `llm-fairness-check score --recordings {recordings} "
-                   f"--scorers {scorers} --scorer tox`")
+                   f"scorer's model or network and key) with `llm-fairness-check score --scorers {scorers} --recordings {recordings} "
+                   f"--scorer tox`")
 
 
 def test_replaying_scores_imports_no_heavy_library(api, recordings):

@@ -93,3 +93,35 @@ def test_an_unknown_label_names_the_models_labels(tiny_model):
     cfg = parse_scorer("tox", {"kind": "hf-classifier", "model": str(tiny_model), "label": "TOXIC"})
     with pytest.raises(FairnessError, match=r"scorer `tox`: `.*` has no label `TOXIC` \(its labels: neutral, toxic\)"):
         HFClassifierScorer(cfg, "tox")
+
+
+def test_generate_score_records_the_classifier_at_generation_time_and_run_replays_it(tiny_model, tmp_path, capsys,
+                                                                                    monkeypatch):
+    import json
+
+    import yaml
+    from test_hosted import FakeAPI
+
+    from fairness.cli import _main as cli
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    rubric = {"version": "tox-1", "lists": {"rude": {"terms": ["rude"]}},
+              "metrics": {"rude_rate": {"kind": "flag", "list": "rude"},
+                          "toxic_rate": {"kind": "flag", "scorer": "tox", "higher_is_worse": True}},
+              "scorers": {"tox": {"kind": "hf-classifier", "model": str(tiny_model), "label": "toxic"}}}
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(yaml.safe_dump({**SUITE, "rubric": rubric}), encoding="utf-8")
+    api = FakeAPI()
+    try:
+        assert cli.main(["generate", "--suite", str(suite), "--engine", "openai", "--model", "gpt-test", "--base-url",
+                         f"{api.url}/v1", "--out", str(tmp_path / "rec"), "--live", "--no-progress", "--score"]) == 0
+    finally:
+        api.close()
+    out = capsys.readouterr().out
+    assert "8/8 rows recorded (complete)" in out and "scorer `tox` (hf-classifier-1 " in out
+    assert cli.main(["run", "--suite", str(suite), "--recordings", str(tmp_path / "rec"), "--out", str(tmp_path / "o"),
+                     "--quiet", "--bootstrap", "50", "--permutations", "0"]) == 4  # no rules: undefined
+    capsys.readouterr()
+    lines = [json.loads(x) for x in (tmp_path / "o" / "transcripts.jsonl").read_text().splitlines()]
+    p = reference(tiny_model, [x["output"] for x in lines])
+    assert [x["scores"]["toxic_rate"] for x in lines] == (p >= 0.5).astype(float).tolist()
