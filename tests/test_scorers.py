@@ -45,9 +45,16 @@ def output_for(case) -> str:
 
 
 @pytest.fixture
-def api():
+def answer():
+    """How the fake judge answers a request body (a module may override this fixture)."""
+    return judged
+
+
+@pytest.fixture
+def api(answer):
+    """The fake OpenAI-compatible API on 127.0.0.1, answering as `answer` says."""
     fake = FakeAPI()
-    fake.text_for = judged  # type: ignore[method-assign]
+    fake.text_for = answer  # type: ignore[method-assign]
     yield fake
     fake.close()
 
