@@ -179,3 +179,17 @@ def test_an_unparsable_judgment_refuses_the_metric_never_reads_as_0(api, tmp_pat
                           "distinct outputs (first met: row `F1.p1.CEO.young.low.s2`, answer 'Maybe.'); a rate over the "
                           "rest would not be the grid's rate")
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"scorers": {"judge": {"kind": "judge", "provider": "openai", "model": "m", "prompt": "no slot"}}},
+     "rubric `scorers`.judge: a judge `prompt` must contain `{output}` exactly once (where the judged output goes)"),
+    ({"agreement": [["ageist_kw_rate", "ageist_kw_rate"]]}, "rubric `agreement[0]`: names `ageist_kw_rate` twice"),
+])
+def test_bad_scorer_settings_are_refused_before_any_record_is_read(tmp_path, capsys, change, message):
+    path = tmp_path / "suite.yaml"
+    path.write_text(yaml.safe_dump({**SUITE, "rubric": {**rubric("http://127.0.0.1:9"), **change}, "rules": RULES}))
+    rec = write_recording_set(tmp_path / "rec", load_suite(str(path)), output_for)
+    (rec / "records.jsonl").write_text("not json\n")  # would be refused, were it read
+    assert run(path, rec, tmp_path / "out") == 2
+    assert capsys.readouterr().err == f"error: {message}\n"

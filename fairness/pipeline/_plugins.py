@@ -33,6 +33,17 @@ def score_command(suite_ref: str, recordings: Path, name: str) -> str:
     return f"llm-fairness-check score --suite {suite_ref} --recordings {recordings} --scorer {name}"
 
 
+def check_plugins(suite: Suite) -> None:
+    """The rubric's `scorers:` settings and `agreement:` pairs, checked before any file is read."""
+    rubric = suite.compiled_rubric
+    if rubric.spec.scorers or rubric.spec.agreement:
+        from fairness.scorers._config import parse_scorers
+        from fairness.scorers._suite import agreement_pairs
+
+        parse_scorers(rubric.spec.scorers, "rubric `scorers`")
+        agreement_pairs(rubric)
+
+
 class PluginScoring:
     """The rubric's plug-in columns and agreement rows for one recording set."""
 

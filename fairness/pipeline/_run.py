@@ -31,7 +31,7 @@ from fairness.evaluators._inputs import Sample, record_sample
 from fairness.pipeline import _baseline
 from fairness.pipeline._commands import replay_command, shown_path
 from fairness.pipeline._options import RunOptions
-from fairness.pipeline._plugins import PluginScoring, with_plugins
+from fairness.pipeline._plugins import PluginScoring, check_plugins, with_plugins
 from fairness.pipeline._stream import NotStreamable, stream_cells
 from fairness.recordings._record import join_rows
 from fairness.recordings._store import MANIFEST, RecordingSet, ReplayProvider, read_manifest, verify_files
@@ -191,6 +191,7 @@ def resolve(options: RunOptions, *, recordings_ready: bool = True) -> Resolved:
             check_output_file(options.junit, "--junit")
     suite = load_suite(options.suite)
     rules = options.audit.effective_rules(suite.rules, suite.compiled_rubric.metrics)
+    check_plugins(suite)
     return Resolved(suite, rules, _baseline.base_run(options.baseline) if options.baseline is not None else None)
 
 
