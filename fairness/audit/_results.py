@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from fairness._util.models import Frozen, Strict
+from fairness._util.models import Frozen, Strict, empty_list
 from fairness.audit._gate import Gate, State
 from fairness.audit._intervals import ESTIMAND
 
@@ -65,7 +65,7 @@ class ScopeResult(Strict):
     """`p_value` Holm-adjusted across every permutation test of the run."""
     p_bh: float | None = None
     """`p_value` Benjamini–Hochberg-adjusted across every permutation test of the run."""
-    caveats: list[str] = Field(default_factory=list)
+    caveats: list[str] = Field(default_factory=empty_list)
     """Notes on this scope: `underpowered …`, `lexical ceiling …`."""
     cells: int | None = None
     """Fewest template cells of any non-empty slice (the gate needs `min_group_size`, an interval needs 2)."""
@@ -247,7 +247,7 @@ class Comparison(Strict):
     """Both grids hold the same rows (the change's interval uses their correlation)."""
     state: State | None = None
     """The regression checks' state alone (`pass` when the suite has no regression rule); null when skipped."""
-    checks: list[RegressionCheck] = Field(default_factory=list)
+    checks: list[RegressionCheck] = Field(default_factory=empty_list)
     """Every regression rule in every scope it applies to."""
     diff_path: str | None = None
     """Where diff.json and diff.md were written (every metric's change), relative to the output directory."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import logging
 import socket
 import sys
 
@@ -55,6 +54,8 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _serve(settings, sock: socket.socket) -> None:
+    import logging  # here, not at the top: every command registers `serve`, few run it
+
     import uvicorn
 
     from fairness.serve._app import create_app

@@ -23,14 +23,14 @@ from pydantic import ValidationError
 
 from fairness._util.errors import FairnessError
 from fairness._util.files import write_atomic
-from fairness.audit._diff import DiffResult, diff_md, diff_sides, load_side, read_results
 from fairness.audit._results import Comparison
 from fairness.recordings import _git
 from fairness.recordings._store import MANIFEST, Manifest, read_manifest
 from fairness.suite._rules import DecisionRule
 from fairness.suite._suite import BUILTIN_SUITES, Suite, load_suite
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the diff's models load only when a comparison runs: a plain run never diffs
+    from fairness.audit._diff import DiffResult
     from fairness.pipeline._options import RunOptions
 
 BASE_DIR = "base"
@@ -186,6 +186,8 @@ def base_at_ref(ref: str, options: RunOptions, head_suite: Suite, *,
 
 def base_run(path: Path) -> Base:
     """A base run the user produced (an output directory of `run` or its results.json), vetted cheaply."""
+    from fairness.audit._diff import read_results
+
     rp, results = read_results(path)
     return Base(f"run `{path}`", outputs=rp.parent, results=results)
 
@@ -196,6 +198,8 @@ def compare(base: Base, staging: Path, head: dict[str, Any], rules: Sequence[Dec
     with `base`, writing `staging/base` (an audited base revision) and `staging/diff`."""
     if base.outputs is None:
         return Comparison(base=base.label, ran=False, note=base.note), None
+    from fairness.audit._diff import diff_md, diff_sides, load_side
+
     d = diff_sides(load_side(base.outputs, base.results), load_side(staging, head), rules=list(rules),
                    B=options.audit.bootstrap, seed=options.audit.seed, alpha=options.audit.alpha)
     if base.copy:

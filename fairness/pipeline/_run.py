@@ -24,7 +24,6 @@ from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
 from fairness._util.files import check_output_dir, check_output_file, staged_outputs, write_atomic, write_error
 from fairness.audit._audit import AuditOptions, FairnessRun, audit, audit_cells
-from fairness.audit._diff import diff_md
 from fairness.audit._gate import with_regressions
 from fairness.audit._results import Caveat, Comparison
 from fairness.evaluators._inputs import Sample, record_sample
@@ -230,7 +229,10 @@ def run_audit(options: RunOptions) -> RunOutputs:
                     comparison, d = _baseline.compare(base, staging, run.model_dump(mode="json"),
                                                       resolved.regression_rules, options)
                     run = with_comparison(run, comparison)
-                    diff_md_text = diff_md(d) if d is not None else ""
+                    if d is not None:
+                        from fairness.audit._diff import diff_md  # a plain run never diffs
+
+                        diff_md_text = diff_md(d)
                 drop |= _baseline.stale_comparison(options.out, sorted(p.name for p in staging.iterdir()),
                                                    keep=options.baseline)
                 _write_outputs(run, suite, staging, diff_md_text, replay_command(options))

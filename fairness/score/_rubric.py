@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from fairness._util.arrays import unique
 from fairness._util.errors import FairnessError
 from fairness.score._compiled import (  # noqa: F401 - the names callers of this module use
     INLINE,
@@ -294,7 +295,7 @@ def _scan_with(found: Plan | None, corpus: _Corpus) -> Scan | None:
     bordered = np.flatnonzero(own.bordered[o])
     if len(bordered):
         b_key = cat[bordered] * (1 << 32) + own.length[o[bordered]]
-        for key in np.unique(b_key).tolist():
+        for key in unique(b_key).tolist():
             at = bordered[b_key == key]
             keep[at] = _keep_first_of_overlaps(end[at], key & 0xFFFFFFFF)
     n = corpus.n

@@ -21,7 +21,7 @@ from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_
 from fairness._util.canonical import sha256_json
 from fairness._util.errors import FairnessError, validation_message
 from fairness._util.files import env_limit
-from fairness._util.models import Frozen
+from fairness._util.models import Frozen, empty_list
 from fairness._util.yaml_io import loads_yaml
 from fairness._util.yaml_io import read_yaml as _read_yaml
 from fairness.score._spec import RubricSpec, parse_rubric
@@ -156,7 +156,7 @@ class Suite(Frozen):
     use `{<dimension>_name}` in templates or the insertion."""
     scorer: ScorerConfig = Field(default_factory=ScorerConfig)
     """Scoring options (default `mode: paper`)."""
-    rules: list[DecisionRule] = Field(default_factory=list)
+    rules: list[DecisionRule] = Field(default_factory=empty_list)
     """The decision rules the gate checks, ids unique (default none: the verdict is `undefined`)."""
     min_group_size: int = Field(default=5, ge=1, le=1_000_000_000)
     """Fewest rows and template cells a slice needs for a rule on it to be judged (default 5, from 1
