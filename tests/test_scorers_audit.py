@@ -185,6 +185,11 @@ def test_an_unparsable_judgment_refuses_the_metric_never_reads_as_0(api, tmp_pat
     ({"scorers": {"judge": {"kind": "judge", "provider": "openai", "model": "m", "prompt": "no slot"}}},
      "rubric `scorers`.judge: a judge `prompt` must contain `{output}` exactly once (where the judged output goes)"),
     ({"agreement": [["ageist_kw_rate", "ageist_kw_rate"]]}, "rubric `agreement[0]`: names `ageist_kw_rate` twice"),
+    ({"agreement": [["ageist_kw_rate", "words"]], "metrics": {**rubric("")["metrics"], "words": {
+        "kind": "count", "builtin": "word_count"}}}, "rubric `agreement[0]`: `words` is a count; agreement compares two "
+     "flag metrics"),
+    ({"agreement": [["ageist_kw_rate"]]},
+     "rubric `agreement[0]`: a pair is a list of two metric names, e.g. [ageist_kw_rate, judged_ageism_rate]"),
 ])
 def test_bad_scorer_settings_are_refused_before_any_record_is_read(tmp_path, capsys, change, message):
     path = tmp_path / "suite.yaml"
