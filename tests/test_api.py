@@ -132,7 +132,7 @@ class TestSchemas:
         data = json.loads((default_run / "results.json").read_text(encoding="utf-8"))
         validator = jsonschema.Draft202012Validator(schema)
         assert [e.message for e in validator.iter_errors(data)] == []
-        assert data["schema_version"] == "2.2.0"
+        assert data["schema_version"] == "2.3.0"
 
     def test_default_manifest_validates_against_the_manifest_schema(self):
         jsonschema = pytest.importorskip("jsonschema")

@@ -165,6 +165,8 @@ class TestEntryPoints:
 
                 class StubScorer:
                     name = "stub"
+                    version = "stub-1"
+                    output = "number"
                     def score(self, texts):
                         return np.array([0.9 if "bad" in t else 0.0 for t in texts])
 
@@ -194,7 +196,8 @@ class TestEntryPoints:
         assert rep.rate.by_group == {"a": 0.5, "b": 0.0}
 
     def test_plugin_that_is_not_a_scorer(self, plugin):
-        with pytest.raises(FairnessError, match=r"scorer `broken` .* has no `name` and `score"):
+        with pytest.raises(FairnessError, match=r"scorer `broken` .* does not satisfy the `fairness.scorers` protocol: "
+                           r"it needs `name`, `version` \(a string\), `output` \(`flag` or `number`\) and `score\(texts\)`"):
             load_scorer("broken")
 
     def test_plugin_that_fails_to_import(self, plugin):
@@ -228,7 +231,7 @@ class TestOneVaderPassPerText:
         calls: list[str] = []
 
         class Counting:
-            name = "vader"
+            name, version, output = "vader", "counting", "number"
 
             def __init__(self):
                 self._inner = load_scorer("vader")

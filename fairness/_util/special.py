@@ -48,5 +48,6 @@ betaincinv: Any = _module.betaincinv
 gammainc: Any = _module.gammainc
 gammaincinv: Any = _module.gammaincinv
 gammaln: Any = _module.gammaln
-stdtrit: Any = _module.stdtrit
+ndtr: Any = _module.ndtr
 ndtri: Any = _module.ndtri
+stdtrit: Any = _module.stdtrit

@@ -20,10 +20,11 @@ from fairness._util.models import Frozen, Strict, empty_list
 from fairness.audit._gate import Gate, State
 from fairness.audit._intervals import ESTIMAND
 
-SCHEMA_VERSION = "2.2.0"
+SCHEMA_VERSION = "2.3.0"
 """2.0.0: `illustrative` became `inconclusive` (pass and fail must be earned by the interval); estimand, design
 effects, template cells, Holm levels and the power to settle an inconclusive check were added. 2.2.0: `rubric`,
-every metric's definition (the suite's own rubric)."""
+every metric's definition (the suite's own rubric). 2.3.0: `agreement` (two flag metrics scored two ways) and the
+scorer plug-ins' recorded versions (`rubric.scorer_versions`)."""
 
 
 class Estimate(Strict):
@@ -90,7 +91,8 @@ class Caveat(Strict):
 
     code: str
     """Stable machine-readable kind: `test-model`, `stale-recordings`, `incomplete-recordings`,
-    `interval-coverage`, `scorer-mode`, `underpowered`, `lexical-ceiling`, `single-template-cell`, `empty-slice`."""
+    `interval-coverage`, `scorer-mode`, `underpowered`, `lexical-ceiling`, `single-template-cell`, `empty-slice`,
+    `model-graded` (a metric a scorer plug-in's model scored)."""
     message: str
     """One human-readable sentence."""
     metric: str | None = None
@@ -356,6 +358,79 @@ class RubricInfo(Strict):
     """The rubric's scorer plug-ins and their settings, by name."""
     agreement: list[Any] = Field(default_factory=list)
     """Pairs of flag metrics scored two ways."""
+    scorer_versions: dict[str, str] = Field(default_factory=dict)
+    """The recorded version of each scorer plug-in a metric read, by scorer name (part of every score's key)."""
+
+
+class ConfusionCounts(Strict):
+    """Rows by the two flags of an agreement pair (A, B), over rows where both have a valid score."""
+
+    both: int
+    """A = 1 and B = 1."""
+    only_a: int
+    """A = 1, B = 0."""
+    only_b: int
+    """A = 0, B = 1."""
+    neither: int
+    """A = 0 and B = 0."""
+    invalid: int
+    """Rows left out: A or B has no valid score."""
+
+
+class RuleSwap(Strict):
+    """One rule check as run, and as it comes out when the rule is applied to the pair's other metric."""
+
+    rule: str
+    """The rule's id."""
+    scope: str
+    """The scope checked (`overall` or `family=F`)."""
+    metric: str
+    """The metric the rule names."""
+    applied_to: str
+    """The pair's other metric, the rule applied to it instead."""
+    state: State
+    """The check's state as run."""
+    swapped_state: State | None
+    """The check's state on `applied_to` (null when that scope has no check there)."""
+
+
+class AgreementResult(Strict):
+    """How far two flag metrics that score the same thing two ways (a term list and a judge, say) agree."""
+
+    a: str
+    """The first metric of the pair."""
+    b: str
+    """The second metric of the pair."""
+    estimand: str
+    """What κ and its interval are about."""
+    kappa: float | None
+    """Cohen's κ over rows where both have a valid score (null when both are constant)."""
+    interval: list[float | None]
+    """[low, high] of κ (null where it cannot be estimated)."""
+    method: str
+    """The interval's construction."""
+    confidence: float
+    """Nominal coverage."""
+    n_resamples: int
+    """Bootstrap resamples."""
+    n_clusters: int
+    """Prompts resampled."""
+    observed: float | None
+    """Share of rows where the flags agree."""
+    confusion: ConfusionCounts
+    """All rows."""
+    by_slice: dict[str, ConfusionCounts]
+    """Per slice, in the suite's slice order."""
+    disagreements: int
+    """Rows where the flags differ (each listed in transcripts.jsonl under `disagreements`)."""
+    rules: list[RuleSwap]
+    """Every rule check on either metric, and its state if the rule were applied to the other."""
+    head_state: State
+    """The head's rule verdict as run."""
+    swapped_head_state: State
+    """The head's rule verdict with the rules on `a` applied to `b` and those on `b` to `a`."""
+    verdict_changes: bool
+    """Whether swapping changes any of those rule checks or the head's verdict."""
 
 
 class OptionsUsed(Strict):
@@ -445,3 +520,5 @@ class FairnessRun(Strict):
     """What the intervals and the gate are about (the grid estimand)."""
     rubric: RubricInfo | None = None
     """The suite's rubric and every metric's definition (null in results of schema < 2.2)."""
+    agreement: list[AgreementResult] = Field(default_factory=list)
+    """The rubric's agreement pairs: κ, its interval, confusion per slice, whether the verdict changes."""

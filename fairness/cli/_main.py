@@ -112,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--shard", help="generate the deterministic shard K/N of the grid")
     gen.add_argument("--regenerate", action="store_true",
                      help="write a fresh set into a staging directory beside --out and swap it in when complete")
+    gen.add_argument("--score", action="store_true",
+                     help="then record the scores of the suite's scorer plug-ins (an hf-classifier, a judge: its key "
+                          "from the environment) into the set, as `score` does")
 
     dr = sub.add_parser("dry-run", help="count the requests and estimate the cost of a live run (no network, no key)")
     _add_suite(dr)
@@ -160,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     from fairness.cli._comment import register as register_comment
 
     register_comment(sub)
+    from fairness.cli._score import register as register_score
+
+    register_score(sub)
     from fairness.cli._serve import register as register_serve
 
     register_serve(sub)
@@ -235,7 +241,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     _interrupt_on_term()
     out = Path(args.out)
     if not args.regenerate:
-        generate_and_report(args, out, shard)
+        if generate_and_report(args, out, shard).complete and args.score:
+            from fairness.cli._score import score_suite
+
+            score_suite(args.suite, out)
         return 0
     from fairness.pipeline._regenerate import staging_dir, swap_in
 
@@ -248,6 +257,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if generate_and_report(args, staging, shard).complete:
         swap_in(staging, out)
         print(f"rewrote `{out}` in place")
+        if args.score:
+            from fairness.cli._score import score_suite
+
+            score_suite(args.suite, out)
     else:
         print(f"the new set stays in `{staging}` until complete; `{out}` is unchanged")
     return 0

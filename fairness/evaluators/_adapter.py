@@ -29,7 +29,7 @@ class _Memo:
 
     def __init__(self, scorer: TextScorer) -> None:
         self._scorer = scorer
-        self.name = scorer.name
+        self.name, self.version, self.output = scorer.name, scorer.version, scorer.output
         self._cache: dict[str, float] = {}
 
     def masking_is_neutral(self, raw: str, masked: str) -> bool:

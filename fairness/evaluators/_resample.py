@@ -62,7 +62,7 @@ def percentile(distribution: np.ndarray, confidence: float, n_clusters: int) -> 
     finite = distribution[np.isfinite(distribution)]
     if n_clusters < 2 or finite.size == 0:
         return Interval(float("nan"), float("nan"), PERCENTILE, confidence, int(distribution.size), n_clusters)
-    from scipy.special import ndtr, stdtrit  # what stats.t.ppf / stats.norm.cdf call; scipy.stats costs ~1 s to import
+    from fairness._util.special import ndtr, stdtrit  # what stats.t.ppf / stats.norm.cdf call
 
     t = stdtrit(n_clusters - 1, 0.5 + confidence / 2.0)
     alpha = float(ndtr(-np.sqrt(n_clusters / (n_clusters - 1)) * t))

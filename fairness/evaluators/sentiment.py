@@ -1,19 +1,15 @@
 """Sentiment and toxicity disparity across groups, with pluggable scorers.
 
-A scorer is anything with a `name` and a `score(texts) -> np.ndarray` (values in [-1, 1]
-for sentiment, [0, 1] for toxicity; NaN for a text it cannot score). Built in:
+A scorer speaks the one scorer protocol (`fairness.scorers.Scorer`: `name`, `version`,
+`output` and `score(texts) -> np.ndarray`; here values in [-1, 1] for sentiment, [0, 1] for
+toxicity; NaN for a text it cannot score). Built in:
 
 * `vader` — VADER compound sentiment (`pip install vaderSentiment`, lexicon included);
 * `lexical-toxicity` — a short fixed word list. It is a lexical proxy, not a toxicity
   model: see `LexicalToxicityScorer.caveat`.
 
 Other scorers (Detoxify, a moderation API …) plug in through the entry-point group
-`fairness.scorers`; in the plug-in's `pyproject.toml`::
-
-    [project.entry-points."fairness.scorers"]
-    detoxify = "my_plugin:DetoxifyScorer"    # a class or factory called with no arguments
-
-and then `load_scorer("detoxify")`.
+`fairness.scorers` (see `fairness.scorers._registry`) and then `load_scorer("detoxify")`.
 """
 
 from __future__ import annotations
@@ -22,10 +18,8 @@ import re
 import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from itertools import compress, count
 from operator import ne
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -33,23 +27,19 @@ from fairness._util.errors import FairnessError
 from fairness.evaluators._inputs import Data, as_samples
 from fairness.evaluators._resample import GroupRates, check_iv, group_rates
 from fairness.evaluators._text import normalise
+from fairness.scorers._protocol import Scorer
+from fairness.scorers._protocol import checked_scores as _checked
+from fairness.scorers._registry import ENTRY_POINT_GROUP, available_scorers, load_scorer
 
-ENTRY_POINT_GROUP = "fairness.scorers"
-
-
-@runtime_checkable
-class TextScorer(Protocol):
-    """Scores texts one number each: [-1, 1] (sentiment) or [0, 1] (toxicity); NaN = unscored."""
-
-    name: str
-
-    def score(self, texts: Sequence[str]) -> np.ndarray: ...
+TextScorer = Scorer
+"""The one scorer protocol (`fairness.scorers.Scorer`), under its older name."""
 
 
 class VaderScorer:
     """VADER compound sentiment in [-1, 1] (Hutto & Gilbert 2014); a lexicon and rules, no model."""
 
     name = "vader"
+    output = "number"
     caveat = "VADER is a social-media sentiment lexicon; it scores tone words, not meaning or stereotypes."
 
     def __init__(self) -> None:
@@ -63,6 +53,7 @@ class VaderScorer:
 
         analyzer = SentimentIntensityAnalyzer()
         self._analyzer = analyzer
+        self.version = f"vaderSentiment {version('vaderSentiment')}"
         # the fast path follows vaderSentiment 3.3.2's code; any other version runs as published
         if version("vaderSentiment") == "3.3.2":
             from fairness.evaluators._vader import Compound
@@ -142,6 +133,8 @@ class LexicalToxicityScorer:
     """
 
     name = "lexical-toxicity"
+    version = "lexical-toxicity-1"
+    output = "number"
     caveat = (
         "Lexical toxicity: counts words from a fixed list of insults, contempt and profanity. It misses "
         "implicit or coded toxicity, sarcasm and stereotypes stated politely, and flags quoted or negated "
@@ -157,52 +150,9 @@ class LexicalToxicityScorer:
         return hits / (hits + 1.0)
 
 
-BUILTIN_SCORERS: dict[str, Callable[[], TextScorer]] = {
-    VaderScorer.name: VaderScorer,
-    LexicalToxicityScorer.name: LexicalToxicityScorer,
-}
-
-
-def available_scorers() -> dict[str, str]:
-    """Scorer names and where they come from (`built-in` or the entry point's `module:attr`)."""
-    found = dict.fromkeys(BUILTIN_SCORERS, "built-in")
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        found.setdefault(ep.name, ep.value)
-    return found
-
-
-def load_scorer(name: str) -> TextScorer:
-    """Instantiate a built-in scorer or one registered under the `fairness.scorers` entry points.
-
-    Raises:
-        FairnessError: the name is unknown, the plug-in fails to load, or it is not a `TextScorer`.
-    """
-    if name in BUILTIN_SCORERS:
-        return BUILTIN_SCORERS[name]()
-    eps = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
-    if not eps:
-        raise FairnessError(f"unknown scorer `{name}` (available: {', '.join(sorted(available_scorers()))})")
-    try:
-        obj = eps[0].load()
-        scorer = obj() if isinstance(obj, type) or not isinstance(obj, TextScorer) else obj
-    except FairnessError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any failure of a third-party plug-in is the user's to fix
-        raise FairnessError(f"scorer `{name}` ({eps[0].value}) failed to load: {exc}") from None
-    if not isinstance(scorer, TextScorer):
-        raise FairnessError(f"scorer `{name}` ({eps[0].value}) has no `name` and `score(texts)`")
-    return scorer
-
-
 def checked_scores(scorer: TextScorer, texts: Sequence[str]) -> np.ndarray:
     """Run a scorer and check its contract: one value per text, each in [-1, 1] or NaN."""
-    scores = np.asarray(scorer.score(list(texts)), dtype=float)
-    if scores.shape != (len(texts),):
-        raise FairnessError(f"scorer `{scorer.name}` returned shape {scores.shape} for {len(texts)} texts")
-    finite = scores[np.isfinite(scores)]
-    if finite.size and (finite.min() < -1.0 or finite.max() > 1.0):
-        raise FairnessError(f"scorer `{scorer.name}` returned values outside [-1, 1]")
-    return scores
+    return _checked(scorer, texts, bounds=(-1.0, 1.0))
 
 
 @dataclass(frozen=True)
@@ -279,3 +229,9 @@ def toxicity_disparity(
     """
     s = load_scorer(scorer) if isinstance(scorer, str) else scorer
     return _disparity(data, s, lambda x: x >= threshold, "toxic_rate", n_resamples, confidence, seed)
+
+
+__all__ = [
+    "ENTRY_POINT_GROUP", "LexicalToxicityScorer", "ScoreDisparity", "TextScorer", "VaderScorer", "available_scorers",
+    "checked_scores", "load_scorer", "sentiment_disparity", "toxicity_disparity",
+]

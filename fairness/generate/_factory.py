@@ -16,7 +16,7 @@ from fairness.recordings._store import ModelInfo
 
 if TYPE_CHECKING:
     from fairness.generate._loop import GenerateReport
-    from fairness.generate.engines.hosted import HostedEngine
+    from fairness.generate.engines.hosted import HostedEngine, ProviderConfig
 
 TEST_MODEL_NOTE = (
     "These are the outputs of the small test model {hub} ({file}), run on the CPU so that CI "
@@ -65,23 +65,29 @@ def make_engine(args: EngineOptions) -> tuple[Engine, ModelInfo]:
 
 def make_hosted_engine(args: EngineOptions) -> tuple[HostedEngine, ModelInfo]:
     """Engine and recorded `ModelInfo` for `--engine openai|anthropic`."""
-    from fairness.generate.engines.hosted import effective_config, hosted_model_info, resolve_api_key
+    from fairness.generate.engines.hosted import effective_config, hosted_model_info
 
-    cfg = effective_config(args)
-    key = resolve_api_key(args.engine, cfg)
+    engine = hosted_engine(args.engine, args.model, effective_config(args))
+    return engine, hosted_model_info(args, engine.base_url)
+
+
+def hosted_engine(provider: str, model: str, cfg: ProviderConfig) -> HostedEngine:
+    """A hosted engine for `provider` with its key from the environment (generation and the judge scorer)."""
+    from fairness.generate.engines.hosted import resolve_api_key
+
+    key = resolve_api_key(provider, cfg)
     cls: type[HostedEngine]
-    if args.engine == "openai":
+    if provider == "openai":
         from fairness.generate.engines.openai_engine import OpenAIEngine
 
         cls = OpenAIEngine
-    elif args.engine == "anthropic":
+    elif provider == "anthropic":
         from fairness.generate.engines.anthropic_engine import AnthropicEngine
 
         cls = AnthropicEngine
     else:
-        raise FairnessError(f"unknown hosted engine `{args.engine}`")
-    engine = cls(args.model, cfg, key)
-    return engine, hosted_model_info(args, engine.base_url)
+        raise FairnessError(f"unknown hosted engine `{provider}`")
+    return cls(model, cfg, key)
 
 
 def _model_info(args: EngineOptions, path: Path | None, known: ModelFile | None, default_id: str | None = None) -> ModelInfo:

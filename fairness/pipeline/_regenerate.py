@@ -24,6 +24,7 @@ from fairness._util.errors import FairnessError
 from fairness._util.files import write_atomic
 from fairness.audit._audit import AuditOptions
 from fairness.recordings._store import MANIFEST, Manifest, merge_recordings, read_manifest
+from fairness.scorers._store import SCORES_DIR
 from fairness.suite._suite import load_suite
 
 CONTAINER_MARKERS = ("/.dockerenv", "/run/.containerenv")
@@ -35,10 +36,16 @@ def staging_dir(out: Path) -> Path:
 
 
 def swap_in(staging: Path, out: Path) -> None:
-    """Replace `out` with `staging` by two renames; if the second fails the old set is put back."""
+    """Replace `out` with `staging` by two renames; if the second fails the old set is put back.
+
+    The old set's recorded plug-in scores (`scores/`) move over: they are keyed by output text, so
+    every output the new set shares with the old keeps its score, and `score` records only the rest."""
     old = out.parent / f".{out.name}.old"
     if old.exists():
         shutil.rmtree(old)
+    scores = out / SCORES_DIR
+    if scores.is_dir() and not (staging / SCORES_DIR).exists():
+        shutil.copytree(scores, staging / SCORES_DIR, symlinks=True)
     if out.exists():
         os.rename(out, old)
     try:

@@ -23,13 +23,14 @@ import pydantic_core
 from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
 from fairness._util.files import check_output_dir, check_output_file, staged_outputs, write_atomic, write_error
-from fairness.audit._audit import FairnessRun, audit, audit_cells
+from fairness.audit._audit import AuditOptions, FairnessRun, audit, audit_cells
 from fairness.audit._gate import with_regressions
 from fairness.audit._results import Caveat, Comparison
 from fairness.evaluators._inputs import Sample, record_sample
 from fairness.pipeline import _baseline
 from fairness.pipeline._commands import replay_command, shown_path
 from fairness.pipeline._options import RunOptions
+from fairness.pipeline._plugins import PluginScoring, check_plugins, with_plugins
 from fairness.pipeline._stream import NotStreamable, stream_cells
 from fairness.recordings._record import join_rows
 from fairness.recordings._store import MANIFEST, RecordingSet, ReplayProvider, read_manifest, verify_files
@@ -189,6 +190,7 @@ def resolve(options: RunOptions, *, recordings_ready: bool = True) -> Resolved:
             check_output_file(options.junit, "--junit")
     suite = load_suite(options.suite)
     rules = options.audit.effective_rules(suite.rules, suite.compiled_rubric.metrics)
+    check_plugins(suite)
     return Resolved(suite, rules, _baseline.base_run(options.baseline) if options.baseline is not None else None)
 
 
@@ -303,22 +305,30 @@ def _audit_rows(suite: Suite, options: RunOptions, transcripts: _Transcripts) ->
     """
     rdir = options.recordings
     shown = shown_path(rdir, options.shown_root)
+    mode = options.audit.scorer_mode or suite.scorer.mode
     wanted = bool(options.evaluators)
     manifest = read_manifest(rdir)
     if manifest.complete or not options.allow_incomplete:
         verify_files(rdir, manifest.files)
         sha = sha256_file(rdir / MANIFEST)
         collected = _Collected() if wanted else None
+        plugins = PluginScoring(suite, options.suite, rdir, mode)
 
         def on_chunk(runs: list[SeedRun], recs: list[dict[str, Any]], scores: ScoreTable) -> None:
-            transcripts.write(transcript_lines(runs, list(map(_OUTPUT, recs)), list(map(_FINISH_REASON, recs)), scores))
+            lines = transcript_lines(runs, list(map(_OUTPUT, recs)), list(map(_FINISH_REASON, recs)), scores)
+            transcripts.write(plugins.mark(lines, scores))
+            plugins.collect(runs, scores)
             if collected is not None:
                 collected.add([SimpleNamespace(**r) for r in recs])
 
         with contextlib.suppress(NotStreamable):
-            design, cells, grid = stream_cells(suite, rdir, manifest, options.audit, on_chunk)
-            run = audit_cells(suite, design, cells, manifest, options.audit, recordings_path=shown, manifest_sha256=sha,
-                              suite_grid_hash=grid)
+            design, cells, grid = stream_cells(suite, rdir, manifest, options.audit, on_chunk, score=plugins.score)
+
+            def rerun(audit_options: AuditOptions) -> FairnessRun:
+                return audit_cells(suite, design, cells, manifest, audit_options, recordings_path=shown,
+                                   manifest_sha256=sha, suite_grid_hash=grid)
+
+            run = with_plugins(rerun(options.audit), plugins, suite, options.audit, rerun)
             return _with_evaluators(run, collected, options)
         transcripts.clear()
     rs = RecordingSet(rdir)
@@ -330,11 +340,20 @@ def _audit_rows(suite: Suite, options: RunOptions, transcripts: _Transcripts) ->
             raise FairnessError(f"recordings in `{rdir}` hold no row of this suite's grid")
     else:
         recs = provider.replay(cases)
-    run, scores = audit(suite, cases, recs, rs.manifest, options.audit,
-                        recordings_path=shown, manifest_sha256=sha256_file(rdir / MANIFEST))
     joined = join_rows(cases, recs)
-    lines = transcript_lines(seed_runs(cases), [r.output for r in joined], [r.finish_reason for r in joined], scores)
-    transcripts.write(lines)
+    plugins = PluginScoring(suite, options.suite, rdir, mode)
+    scores = plugins.score([r.output for r in joined], [r.row_id for r in joined])
+    sha = sha256_file(rdir / MANIFEST)
+
+    def rerun_rows(audit_options: AuditOptions) -> FairnessRun:
+        return audit(suite, cases, recs, rs.manifest, audit_options, recordings_path=shown, manifest_sha256=sha,
+                     scores=scores)[0]
+
+    runs = list(seed_runs(cases))
+    plugins.collect(runs, scores)
+    run = with_plugins(rerun_rows(options.audit), plugins, suite, options.audit, rerun_rows)
+    lines = transcript_lines(runs, [r.output for r in joined], [r.finish_reason for r in joined], scores)
+    transcripts.write(plugins.mark(lines, scores))
     collected = None
     if wanted:
         collected = _Collected()

@@ -86,11 +86,14 @@ def stream_cells(
     options: AuditOptions,
     on_chunk: Callable[[list[SeedRun], list[dict[str, Any]], ScoreTable], object],
     chunk: int = CHUNK,
+    *,
+    score: Callable[[list[str], list[str]], ScoreTable] | None = None,
 ) -> tuple[Design, CellTable, str]:
     """Score the recorded rows of `suite`'s grid chunk by chunk; return the design levels, the
     per-cell table and the grid's hash (`grid_hash`, made on the way: the grid is walked once).
     `on_chunk` gets each chunk's seed runs, their rows' records (dicts of `Recording`'s fields)
-    and scores. The manifest must already be read and its files verified."""
+    and scores. `score(outputs, row_ids)` scores a chunk (default: the suite's rubric, no plug-in
+    columns). The manifest must already be read and its files verified."""
     if manifest.suite != suite.name or manifest.system_prompt != suite.system_prompt:
         raise NotStreamable  # the in-memory replay words these errors
     distinct_row_ids(suite)
@@ -114,7 +117,7 @@ def stream_cells(
             raise NotStreamable
         grid.update(block)
         outputs = list(map(_OUTPUT, recs))
-        scores = rubric.score(outputs, mode)
+        scores = rubric.score(outputs, mode) if score is None else score(outputs, row_ids)
         acc.add(block, metric_matrix(scores, specs), empty_outputs(outputs))
         on_chunk(block, recs, scores)
     if acc.n_rows == 0 or records.more():

@@ -13,7 +13,7 @@ import yaml
 
 from fairness.audit._audit import FairnessRun, MetricResult
 from fairness.audit._gate import Gate
-from fairness.audit._results import MetricDefinition, RegressionCheck, RuleCheck
+from fairness.audit._results import AgreementResult, MetricDefinition, RegressionCheck, RuleCheck
 from fairness.report._charts import deciding_metric, mermaid_charts
 from fairness.suite._rules import DecisionRule
 from fairness.suite._suite import Suite
@@ -315,6 +315,8 @@ def summary_md(run: FairnessRun, *, extra_sections: list[str] | None = None) -> 
         share = var.get("slice", 0.0)
         parts += [f"Variance decomposition of `{metric}`: the group (slice) effect is {share:.1%} of the variation; "
                   + ", ".join(f"{k} {v:.1%}" for k, v in sorted(var.items(), key=lambda kv: -kv[1]) if k != "slice") + ".", ""]
+    if run.agreement:
+        parts += ["### Agreement of scorers", "", agreement_md(run.agreement)]
     caveats = caveat_lines(run)
     if caveats:
         parts += ["### Caveats", ""] + [f"- {c}" for c in caveats] + [""]
@@ -468,7 +470,31 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None, 
     }
     if run.evaluators:
         data["evaluators"] = run.evaluators
+    if run.agreement:
+        data["agreement"] = [a.model_dump(mode="json") for a in run.agreement]
     return data
+
+
+def agreement_md(results: list[AgreementResult]) -> str:
+    """The agreement pairs: κ with its interval, the confusion counts per slice, and whether the verdict changes."""
+    out: list[str] = []
+    for a in results:
+        c = a.confusion
+        out += [f"**`{a.a}` vs `{a.b}`:** Cohen's κ {_fmt(a.kappa)}{_ci(a.interval)} over {c.both + c.only_a + c.only_b + c.neither}"
+                f" rows ({a.method}, {a.n_clusters} prompts; agreement {_fmt(a.observed)}; {a.disagreements} disagreements,"
+                f" listed in transcripts.jsonl; {c.invalid} rows without a valid score left out).", "",
+                f"| slice | both | only `{a.a}` | only `{a.b}` | neither |", "|---|---|---|---|---|"]
+        out += [f"| {s} | {x.both} | {x.only_a} | {x.only_b} | {x.neither} |" for s, x in a.by_slice.items()]
+        if not a.rules:
+            out += ["", "No rule names either metric: the verdict does not depend on which one scores it."]
+        else:
+            out += ["", "Rules applied to the other metric: "
+                    + "; ".join(f"`{r.rule}` [{r.scope}] {r.state} on `{r.metric}`, {r.swapped_state or 'not checked'} "
+                                f"on `{r.applied_to}`" for r in a.rules)
+                    + f". Head verdict {a.head_state} as run, {a.swapped_head_state} swapped: "
+                    + ("**the verdict changes**." if a.verdict_changes else "the verdict does not change.")]
+        out += ["", f"_{a.estimand}._", ""]
+    return "\n".join(out).rstrip() + "\n"
 
 
 def _papers_rubric(run: FairnessRun) -> bool:
@@ -627,6 +653,8 @@ def card_md(c: dict[str, Any]) -> str:
     out += ["", "## Reproducibility", f"- **Code:** <{rp['code_url']}>", f"- **License:** {rp['license']}", f"- **Data release:** `{rp['data_release']}`",
             f"- **Seeds:** {rp['seeds']}", f"- **Total samples:** {rp['total_samples']}", f"- **Replay (reproduces results.json):** `{rp['replay_command']}`",
             f"  _{rp['replay_note']}_", ""]
+    if c.get("agreement"):
+        out += ["## Agreement of scorers", "", agreement_md([AgreementResult.model_validate(a) for a in c["agreement"]])]
     if c.get("evaluators"):
         from fairness.evaluators._adapter import evaluators_md
 

@@ -122,14 +122,22 @@ def _refuse_credentials(data: dict, source: str) -> None:
             raise FairnessError(f"`{source}`: key `{path}` looks like a credential; {_CREDENTIALS_ONLY_ENV}")
         if isinstance(value, str) and _CREDENTIAL_VALUE.search(value):
             raise FairnessError(f"`{source}`: `{path}` holds what looks like an API key; {_CREDENTIALS_ONLY_ENV}")
-    _refuse_url_credentials(data.get("base_url"), f"`{source}`: `base_url`")
+    refuse_url_credentials(data.get("base_url"), f"`{source}`: `base_url`")
 
 
-def _refuse_url_credentials(url: object, where: str) -> None:
+def refuse_url_credentials(url: object, where: str) -> None:
+    """A URL with a user, password or key in it is refused: credentials come from the environment only."""
     if isinstance(url, str):
         parsed = urlparse(url)
         if parsed.username or parsed.password or re.search(r"(key|token|secret)=", parsed.query, re.I):
             raise FairnessError(f"{where} embeds credentials; {_CREDENTIALS_ONLY_ENV}")
+
+
+def refuse_secret_values(data: dict, source: str) -> None:
+    """Any string value that looks like an API key or bearer token is refused (never echoed)."""
+    for path, _key, value in _walk(data):
+        if isinstance(value, str) and _CREDENTIAL_VALUE.search(value):
+            raise FairnessError(f"{source}: `{path}` holds what looks like an API key; {_CREDENTIALS_ONLY_ENV}")
 
 
 def _walk(node: Any, prefix: str = "", in_prices: bool = False):
@@ -159,7 +167,7 @@ def effective_config(args: EngineOptions) -> ProviderConfig:
         "max_requests_per_run": args.max_requests,
     }
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    _refuse_url_credentials(overrides.get("base_url"), "--base-url")
+    refuse_url_credentials(overrides.get("base_url"), "--base-url")
     try:
         return ProviderConfig.model_validate({**cfg.model_dump(), **overrides})
     except ValidationError as err:
