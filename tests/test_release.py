@@ -224,3 +224,7 @@ def test_ci_runs_the_readme_test_command_after_a_separate_setup():
     script = (REPO / "scripts" / "setup-browser.sh").read_text()
     assert "DEBIAN_FRONTEND=noninteractive apt-get update -qq" in script and "apt-get install -y -qq chromium" in script
     assert "npm ci" in script
+    assert "&& bash scripts/setup-java.sh && " in command
+    assert lines.index("bash scripts/setup-java.sh") < len(lines) - 1
+    java = (REPO / "scripts" / "setup-java.sh").read_text()
+    assert "apt-get install -y -qq default-jre-headless" in java
