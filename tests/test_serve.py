@@ -360,6 +360,19 @@ class TestMonitorBatch:
             409, {"error": f"audit `{accepted['id']}` is failed: it has no monitor.json (see its status)"})
 
 
+    def test_a_server_without_the_monitor_extra_refuses_a_batch_before_queueing(self, tmp_path):
+        shadow = tmp_path / "no-duckdb" / "duckdb"
+        shadow.mkdir(parents=True)
+        (shadow / "__init__.py").write_text("raise ImportError('duckdb is not installed here')\n", encoding="utf-8")
+        srv = Server(tmp_path, {"PYTHONPATH": f"{shadow.parent}{os.pathsep}{REPO}"})
+        try:
+            assert upload(srv, tar_gz(batch_entries()), "?kind=monitor") == (
+                422, {"error": "the DuckDB engine needs the `monitor` extra: pip install 'llm-fairness-check[monitor]'"})
+            assert sorted(p.name for p in srv.root.iterdir()) == []  # nothing queued, nothing left behind
+        finally:
+            srv.stop()
+
+
 def _parquet(jsonl: Path) -> bytes:
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fairness.monitor._duckdb import require_duckdb
 from fairness.monitor._inputs import file_format
 from fairness.monitor._job import check_options, prepare
 from fairness.monitor._options import MonitorOptions
@@ -51,6 +52,7 @@ def _logs(unpacked: Unpacked, others: set[Path]) -> list[str]:
 
 def batch_options(query: AuditQuery, unpacked: Unpacked, suite: str, out: Path) -> MonitorOptions:
     """The monitor run of a batch (a `Refused`, or a `FairnessError` line, on any problem)."""
+    require_duckdb()  # a server without the `monitor` extra refuses a batch now, not as a failed job later
     reference = query.reference or "previous"
     if reference != "previous" and not reference.startswith("window:"):
         raise Refused(422, f"reference `{shown(reference)}`: give `previous` or `window:LABEL` (a grid audit's "
