@@ -3,7 +3,9 @@ then audited with the server gone (identical results), agreement with the lexica
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -116,7 +118,21 @@ def test_judgments_recorded_once_replay_offline_with_identical_results(api, tmp_
                                       for x in lines if x["row_id"] in flagged)
     summary = (tmp_path / "down" / "summary.md").read_text()
     assert "### Agreement of scorers" in summary and "| old | 24 | 12 | 12 | 12 |" in summary
-    assert "## Agreement of scorers" in (tmp_path / "down" / "card.md").read_text()
+    card_md = (tmp_path / "down" / "card.md").read_text()
+    assert "## Agreement of scorers" in card_md
+    # card.html says the same: the κ line with its interval, each slice's counts and the verdict line, as in card.md
+    page = (tmp_path / "down" / "card.html").read_text()
+    assert "<h2>Agreement of scorers</h2>" in page
+    text = html.unescape(re.sub(r"<[^>]+>", "", page)).splitlines()
+    kappa_line = next(x for x in card_md.splitlines() if "Cohen's κ" in x)
+    verdict = next(x for x in card_md.splitlines() if x.startswith("Rules applied to the other metric: "))
+    lo, hi = (f"{x:.3f}".rstrip("0").rstrip(".") for x in ag["interval"])
+    assert f"Cohen's κ 0.348 [{lo}, {hi}] over 120 rows" in kappa_line
+    assert verdict.endswith(f"Head verdict {ag['head_state']} as run, {ag['swapped_head_state']} swapped: "
+                            + ("**the verdict changes**." if ag["verdict_changes"] else "the verdict does not change."))
+    for line in (kappa_line, verdict):
+        assert line.replace("**", "").replace("`", "") in text
+    assert "<tr><td>old</td><td>24</td><td>12</td><td>12</td><td>12</td></tr>" in page
 
 
 def test_the_swapped_verdict_is_the_verdict_of_the_rule_on_the_other_metric(api, tmp_path, capsys):

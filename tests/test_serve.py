@@ -16,12 +16,14 @@ import re
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from conftest import DEFAULT_RECORDINGS, REPO
+from monitor_logs import MAPPING, MARKER, make_records, write_logs
 
 from fairness.cli import main
 from fairness.report._schema import schema_text
@@ -200,6 +202,10 @@ class TestAudit:
         for name, media in (("card.md", "text/markdown"), ("card.yaml", "application/yaml"), ("summary.md", "text/markdown")):
             status, headers, _ = call(server, "GET", f"{base}/{name}")
             assert (status, headers["content-type"]) == (200, f"{media}; charset=utf-8")
+        status, _, body = call(server, "GET", f"{base}/monitor.json")
+        assert (status, json.loads(body)) == (404, {"error": f"audit `{accepted['id']}` is a recordings audit: it has no "
+                                                             "monitor.json (its files: results.json, card.html, card.md, "
+                                                             "card.yaml, summary.md, junit.xml)"})
 
     def test_a_suite_file_inside_the_archive_is_used(self, server, cli_run):
         suite_yaml = (REPO / "fairness" / "suite" / "builtin" / "qwen-v0.1.yaml").read_bytes()
@@ -249,6 +255,134 @@ class TestAudit:
         assert SET not in log and "manifest" not in log
 
 
+def log_files(directory: Path, fmt: str = "jsonl", users_per_slice: int = 40) -> list[Path]:
+    """Generated logs (tests/monitor_logs.py, planted rates and drift) in two files of `fmt` under `directory`."""
+    write_logs(directory, make_records(users_per_slice=users_per_slice)[0], fmt)
+    return sorted(directory.iterdir())
+
+
+def batch_entries(fmt: str = "jsonl", mapping: str = MAPPING, name: str = "mapping.yaml",
+                  ) -> list[tuple[tarfile.TarInfo, bytes | None]]:
+    """A small monitor batch as archive entries: two log files of `fmt` and the mapping at the archive's top."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return [entry(name, mapping.encode()), *(entry(p.name, p.read_bytes()) for p in log_files(Path(tmp), fmt, 3))]
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory) -> tuple[Path, list[Path]]:
+    """Generated logs (two JSONL files) and their mapping, as `monitor` reads them."""
+    root = tmp_path_factory.mktemp("batch")
+    (root / "mapping.yaml").write_text(MAPPING, encoding="utf-8")
+    return root, log_files(root / "logs")
+
+
+def monitor_cli(root: Path, out: Path, *extra: str) -> Path:
+    """`llm-fairness-check monitor` on the batch at `root`: what the service must answer."""
+    assert main(["monitor", str(root / "logs"), "--mapping", str(root / "mapping.yaml"), "--out", str(out), "--quiet",
+                 *extra]) in (0, 1, 3)
+    return out
+
+
+def served_files(server: Server, audit_id: str) -> dict[str, bytes]:
+    base = f"/v1/audits/{audit_id}"
+    files = {}
+    for name, media in (("monitor.json", "application/json"), ("summary.md", "text/markdown; charset=utf-8"),
+                        ("junit.xml", "application/xml; charset=utf-8")):
+        status, headers, files[name] = call(server, "GET", f"{base}/{name}")
+        assert (status, headers["content-type"]) == (200, media)
+    return files
+
+
+class TestMonitorBatch:
+    def test_a_batch_gets_the_outputs_of_monitor(self, server, batch, tmp_path):
+        root, logs = batch
+        expected = monitor_cli(root, tmp_path / "cli")
+        body = tar_gz([entry("mapping.yaml", (root / "mapping.yaml").read_bytes()),
+                       *(entry(p.name, p.read_bytes()) for p in logs)])
+        status, accepted = upload(server, body, "?kind=monitor")
+        assert status == 202 and accepted["kind"] == "monitor"
+        base = f"/v1/audits/{accepted['id']}"
+        assert accepted["links"] == {"audit": base, "status": f"{base}/status", "files": {
+            name: f"{base}/{name}" for name in ("monitor.json", "summary.md", "junit.xml")}}
+
+        status, served = wait_done(server, accepted["id"])
+        cli = json.loads((expected / "monitor.json").read_text(encoding="utf-8"))
+        assert status == 200 and served == cli
+        assert served["source"]["files"] == 2 and served["source"]["format"] == "jsonl" and served["drift"] == ["2026-03-05"]
+        files = served_files(server, accepted["id"])
+        assert files == {name: (expected / name).read_bytes() for name in ("monitor.json", "summary.md", "junit.xml")}
+        done = json.loads(call(server, "GET", f"{base}/status")[2])
+        assert (done["status"], done["gate_state"], done["passed"]) == ("done", cli["gate"]["state"], cli["gate"]["passed"])
+
+        for name in ("card.html", "card.md", "card.yaml", "results.json"):
+            status, _, answer = call(server, "GET", f"{base}/{name}")
+            assert (status, json.loads(answer)) == (404, {"error": f"audit `{accepted['id']}` is a monitor audit: it has "
+                                                                   f"no {name} (its files: monitor.json, summary.md, junit.xml)"})
+        # aggregates only: no log text in any answer or in the service's log
+        assert not [name for name, data in files.items() if MARKER.encode() in data]
+        log = server.log.read_text()
+        assert MARKER not in log and "request_id" not in log
+        assert re.search(rf"audit {accepted['id']} done: {cli['gate']['state']} \(passed={cli['gate']['passed']}\), "
+                         rf"{cli['source']['rows_sampled']} rows, [\d.]+s", log)
+
+    def test_the_options_suite_file_and_a_named_mapping_are_those_of_monitor(self, server, batch, tmp_path):
+        root, logs = batch
+        options = ("--sample", "3", "--reference", "window:2026-03-02", "--gate-on", "point", "--fail-on", "fail")
+        suite_yaml = REPO / "fairness" / "suite" / "builtin" / "qwen-v0.1.yaml"
+        expected = monitor_cli(root, tmp_path / "cli", *options, "--suite", str(suite_yaml))
+        body = tar_gz([entry("batch/map.yaml", (root / "mapping.yaml").read_bytes()),
+                       entry("batch/suite.yaml", suite_yaml.read_bytes()),
+                       *(entry(f"batch/{p.stem}.parquet", _parquet(p)) for p in logs)])
+        status, accepted = upload(server, body, "?kind=monitor&mapping=batch/map.yaml&suite_file=batch/suite.yaml&sample=3"
+                                                "&reference=window:2026-03-02&gate_on=point&fail_on=fail")
+        assert status == 202
+        status, served = wait_done(server, accepted["id"])
+        cli = json.loads((expected / "monitor.json").read_text(encoding="utf-8"))
+        assert status == 200 and served["source"]["format"] == "parquet"
+        assert served["source"]["sample"] == 3 and (served["reference"]["kind"], served["reference"]["window"]) == (
+            "window", "2026-03-02")
+        assert (served["gate"]["gate_on"], served["gate"]["fail_on"]) == ("point", "fail")
+        served["source"]["format"] = "jsonl"  # the one difference: the same records sent as Parquet
+        assert served == cli
+
+    def test_a_mapping_field_not_in_the_logs_is_a_failed_job_with_one_line(self, server, batch):
+        _, logs = batch
+        body = tar_gz([entry("mapping.yaml", MAPPING.replace("text: output", "text: answer").encode()),
+                       *(entry(p.name, p.read_bytes()) for p in logs)])
+        status, accepted = upload(server, body, "?kind=monitor")
+        assert status == 202
+        status, failed = wait_done(server, accepted["id"])
+        assert (status, failed["status"], failed["error"]) == (
+            422, "failed", "mapping `text`: field `answer` is not in the logs (fields: gender, output, religion, "
+                           "request_id, ts, user)")
+        status, _, answer = call(server, "GET", f"/v1/audits/{accepted['id']}/monitor.json")
+        assert (status, json.loads(answer)) == (
+            409, {"error": f"audit `{accepted['id']}` is failed: it has no monitor.json (see its status)"})
+
+
+    def test_a_server_without_the_monitor_extra_refuses_a_batch_before_queueing(self, tmp_path):
+        shadow = tmp_path / "no-duckdb" / "duckdb"
+        shadow.mkdir(parents=True)
+        (shadow / "__init__.py").write_text("raise ImportError('duckdb is not installed here')\n", encoding="utf-8")
+        srv = Server(tmp_path, {"PYTHONPATH": f"{shadow.parent}{os.pathsep}{REPO}"})
+        try:
+            assert upload(srv, tar_gz(batch_entries()), "?kind=monitor") == (
+                422, {"error": "the DuckDB engine needs the `monitor` extra: pip install 'llm-fairness-check[monitor]'"})
+            assert sorted(p.name for p in srv.root.iterdir()) == []  # nothing queued, nothing left behind
+        finally:
+            srv.stop()
+
+
+def _parquet(jsonl: Path) -> bytes:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    rows = [json.loads(line) for line in jsonl.read_text(encoding="utf-8").splitlines()]
+    pq.write_table(pa.Table.from_pylist(rows), buf)
+    return buf.getvalue()
+
+
 def _bad_checksum(name: str, data: bytes) -> bytes:
     return data.replace(b'"output":"', b'"output":"Edited. ', 1) if name == "records.jsonl" else data
 
@@ -290,8 +424,44 @@ HOSTILE: dict[str, tuple[Callable[[], bytes], str, int, str]] = {
                                        "suite_file `../suite.yaml` climbs out of the archive with `..`"),
     "suite file not in the archive": (lambda: tar_gz(set_entries()), "?suite_file=suite.yaml", 422,
                                       "suite_file `suite.yaml` is not a file in the archive"),
-    "unsupported kind": (lambda: tar_gz(set_entries()), "?kind=monitor", 422,
-                         "query parameter `kind`: Input should be 'recordings', got 'monitor'"),
+    "unsupported kind": (lambda: tar_gz(set_entries()), "?kind=batch", 422,
+                         "query parameter `kind`: Input should be 'recordings' or 'monitor', got 'batch'"),
+    "a monitor option for a recording set": (lambda: tar_gz(set_entries()), "?window=week", 422,
+                                             "`window` is an option of kind=monitor, not of kind=recordings"),
+    "a recording-set option for a batch": (lambda: tar_gz(batch_entries()), "?kind=monitor&permutations=10", 422,
+                                           "`permutations` is an option of kind=recordings, not of kind=monitor"),
+    "examples are not offered": (lambda: tar_gz(batch_entries()), "?kind=monitor&examples=3", 422,
+                                 "unknown query parameter `examples` (did you mean `sample`?)"),
+    "the engine is not offered": (lambda: tar_gz(batch_entries()), "?kind=monitor&engine=spark", 422,
+                                  "unknown query parameter `engine` (known: kind, suite, suite_file, fail_on, gate_on, "
+                                  "threshold, scorer_mode, min_group_size, allow_small_samples, bootstrap, permutations, "
+                                  "seed, evaluators, allow_incomplete, mapping, sample, window, reference)"),
+    "a bad mapping": (lambda: tar_gz(batch_entries(mapping=MAPPING.replace("unit:", "unti:"))), "?kind=monitor", 422,
+                      "mapping `mapping.yaml`: unknown key `unti` (did you mean `unit`?)"),
+    "a batch without its mapping": (lambda: tar_gz(batch_entries(name="map.yaml")), "?kind=monitor", 422,
+                                    "the archive has no mapping.yaml at its top level: add the mapping there, or name "
+                                    "the mapping file inside the archive with `mapping`"),
+    "a mapping outside the archive": (lambda: tar_gz(batch_entries()), "?kind=monitor&mapping=../mapping.yaml", 422,
+                                      "mapping `../mapping.yaml` climbs out of the archive with `..`"),
+    "a mapping not in the archive": (lambda: tar_gz(batch_entries()), "?kind=monitor&mapping=/etc/passwd", 422,
+                                     "mapping `/etc/passwd` has an absolute path; names must be relative to the archive"),
+    "a mixed-format batch": (lambda: tar_gz([*batch_entries("jsonl"), *batch_entries("csv")[1:]]), "?kind=monitor", 422,
+                             "the logs mix formats (csv, jsonl); monitor one format at a time"),
+    "a batch with another file": (lambda: tar_gz([*batch_entries(), entry("notes.txt", b"hello")]), "?kind=monitor", 422,
+                                  "entry `notes.txt` is not a log file (.jsonl[.gz], .ndjson[.gz], .json[.gz], .parquet "
+                                  "or .csv[.gz]), the mapping or the suite file"),
+    "a batch without logs": (lambda: tar_gz(batch_entries()[:1]), "?kind=monitor", 422,
+                             "the archive holds no log file (.jsonl[.gz], .ndjson[.gz], .json[.gz], .parquet or .csv[.gz])"),
+    "a grid reference": (lambda: tar_gz(batch_entries()), "?kind=monitor&reference=/work/results.json", 422,
+                         "reference `/work/results.json`: give `previous` or `window:LABEL` (a grid audit's results.json "
+                         "is not offered over REST)"),
+    "a bad window": (lambda: tar_gz(batch_entries()), "?kind=monitor&window=fortnight", 422,
+                     "monitor: --window must be day, week or a positive number of records, got `fortnight`"),
+    "a bad sample": (lambda: tar_gz(batch_entries()), "?kind=monitor&sample=0", 422,
+                     "monitor: `sample`: Input should be greater than or equal to 1"),
+    "an unknown suite for a batch": (lambda: tar_gz(batch_entries()), "?kind=monitor&suite=mine", 422,
+                                     "unknown suite `mine`: name a built-in suite (fairness-cards/qwen-v0.1) or send a "
+                                     "suite file inside the archive as `suite_file`"),
     "misspelt option": (lambda: tar_gz(set_entries()), "?fail_onn=fail", 422,
                         "unknown query parameter `fail_onn` (did you mean `fail_on`?)"),
     "bad option value": (lambda: tar_gz(set_entries()), "?permutations=-1", 422,
@@ -478,14 +648,23 @@ class TestOpenAPI:
     def test_every_4xx_is_the_error_body_and_results_are_the_results_schema(self):
         doc = json.loads((REPO / "docs" / "schema" / "openapi.json").read_text())
         get = doc["paths"]["/v1/audits/{audit_id}"]["get"]["responses"]
-        assert get["200"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/FairnessRun"}
+        assert get["200"]["content"]["application/json"]["schema"] == {"oneOf": [
+            {"$ref": "#/components/schemas/FairnessRun"}, {"$ref": "#/components/schemas/MonitorRun"}]}
+        monitor_json = doc["paths"]["/v1/audits/{audit_id}/monitor.json"]["get"]["responses"]["200"]
+        assert monitor_json["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/MonitorRun"}
+        # the two result shapes are told apart by their keys: neither admits the other's
+        components = doc["components"]["schemas"]
+        for a, b in (("FairnessRun", "MonitorRun"), ("MonitorRun", "FairnessRun")):
+            assert components[a]["additionalProperties"] is False
+            assert set(components[b]["required"]) - set(components[a]["properties"])
         assert get["202"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/AuditStatus"}
         post = doc["paths"]["/v1/audits"]["post"]
         assert post["responses"]["202"]["content"]["application/json"]["schema"] == {
             "$ref": "#/components/schemas/AuditStatus"}
         assert sorted(post["requestBody"]["content"]) == ["application/gzip", "application/x-gzip"]
         assert [p["name"] for p in post["parameters"]][:3] == ["kind", "suite", "suite_file"]
-        assert post["parameters"][0]["schema"]["const"] == "recordings"
+        assert post["parameters"][0]["schema"]["enum"] == ["recordings", "monitor"]
+        assert [p["name"] for p in post["parameters"]][-4:] == ["mapping", "sample", "window", "reference"]
         refs = {r["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
                 for op in (o for p in doc["paths"].values() for o in p.values())
                 for code, r in op["responses"].items() if code.startswith("4")}

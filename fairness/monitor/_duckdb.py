@@ -61,6 +61,16 @@ def hash_sql(key: str) -> str:
     return f"CAST(('0x' || substr(md5({key}), 1, {HASH_HEX_DIGITS})) AS BIGINT)"
 
 
+def require_duckdb() -> Any:
+    """The duckdb module (pyarrow, which carries its batches, imported too), or one line naming the extra."""
+    try:
+        import duckdb
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise FairnessError("the DuckDB engine needs the `monitor` extra: pip install 'llm-fairness-check[monitor]'") from None
+    return duckdb
+
+
 class DuckDBEngine:
     """`Engine` over embedded DuckDB (`threads` worker threads, `memory_limit` e.g. `2GB`)."""
 
@@ -69,11 +79,7 @@ class DuckDBEngine:
         self.memory_limit = memory_limit
 
     def _connect(self) -> Any:
-        try:
-            import duckdb
-        except ImportError:
-            raise FairnessError("the DuckDB engine needs the `monitor` extra: pip install 'llm-fairness-check[monitor]'") from None
-        con = duckdb.connect(":memory:")
+        con = require_duckdb().connect(":memory:")
         con.execute("SET TimeZone = 'UTC'")
         if self.threads:
             con.execute(f"SET threads = {int(self.threads)}")

@@ -156,12 +156,21 @@ def _caveats(job: ScanJob, results: dict, slices: list[str], kind: str, refs: di
     return out
 
 
-def monitor_logs(options: MonitorOptions, engine: Engine | None = None) -> MonitorOutputs:
-    """Run the monitor job and write its outputs; every option and file is checked before the logs are scanned."""
-    from fairness._util.files import check_output_dir, staged_outputs, write_atomic
+@dataclass(frozen=True)
+class Prepared:
+    """A monitor run whose options, suite, mapping, inputs and output folder are checked: ready to scan."""
+
+    suite: Suite
+    job: ScanJob
+    out: Path
+    grid_path: str | None
+
+
+def prepare(options: MonitorOptions) -> Prepared:
+    """Check every option and file of a run before any log is scanned (a `FairnessError` line on a problem)."""
+    from fairness._util.files import check_output_dir
     from fairness.monitor._drift import read_grid_results
     from fairness.monitor._inputs import resolve_inputs
-    from fairness.monitor._render import junit, monitor_json, summary_md
     from fairness.suite._suite import load_suite
 
     suite = load_suite(options.suite)
@@ -178,11 +187,20 @@ def monitor_logs(options: MonitorOptions, engine: Engine | None = None) -> Monit
         raise FairnessError(f"suite `{suite.name}`: {problem}; monitor scores with term lists and regexes only")
     job = ScanJob(files=files, format=fmt, mapping=mapping, sample=options.sample, window=options.window_spec(),
                   mode=suite.scorer.mode, examples=options.examples, rubric=suite.compiled_rubric)
+    return Prepared(suite=suite, job=job, out=out, grid_path=grid_path)
+
+
+def monitor_logs(options: MonitorOptions, engine: Engine | None = None) -> MonitorOutputs:
+    """Run the monitor job and write its outputs; every option and file is checked (`prepare`) before the logs are scanned."""
+    from fairness._util.files import staged_outputs, write_atomic
+    from fairness.monitor._render import junit, monitor_json, summary_md
+
+    ready = prepare(options)
     engine = engine or engine_for(options.engine)
-    agg = engine.aggregate(job)
-    run = build_run(agg, job, suite, options, grid_path=grid_path)
-    with staged_outputs(out) as stage:
+    agg = engine.aggregate(ready.job)
+    run = build_run(agg, ready.job, ready.suite, options, grid_path=ready.grid_path)
+    with staged_outputs(ready.out) as stage:
         write_atomic(stage / "monitor.json", monitor_json(run))
         write_atomic(stage / "summary.md", summary_md(run))
         write_atomic(stage / "junit.xml", junit(run))
-    return MonitorOutputs(run=run, out=out, engine=options.engine)
+    return MonitorOutputs(run=run, out=ready.out, engine=options.engine)

@@ -18,6 +18,7 @@ from fairness.report._render import (
     ICONS,
     _ci,
     _fmt,
+    agreement_md,
     caveat_lines,
     comparison_md,
     definition_text,
@@ -311,6 +312,8 @@ def card_html(run: FairnessRun, suite: Suite, replay_command: str | None = None)
 
         parts += ["<h2>Peer-parity evaluators</h2>",
                   *_markdown_blocks(evaluators_md(run.evaluators).removeprefix("### Peer-parity evaluators\n\n"))]
+    if run.agreement:
+        parts += ["<h2>Agreement of scorers</h2>", *_markdown_blocks(agreement_md(run.agreement))]
     caveats = caveat_lines(run)
     if caveats:
         parts += ["<h2>Caveats</h2>", "<ul>", *(f"<li>{_inline_md(c)}</li>" for c in caveats), "</ul>"]

@@ -28,23 +28,25 @@ from starlette.exceptions import HTTPException
 
 from fairness._version import __version__
 from fairness.audit._results import FairnessRun
+from fairness.monitor._results import MonitorRun
 from fairness.serve._auth import token_check
 from fairness.serve._errors import Refused
 from fairness.serve._intake import UPLOAD, AuditQuery, intake
 from fairness.serve._jobs import Job, Jobs, iso, log
-from fairness.serve._models import AuditStatus, ErrorBody, Health, Links
+from fairness.serve._models import OUTPUTS, AuditStatus, ErrorBody, Health, Links
 from fairness.serve._settings import LIMITS, ServeSettings
 
 GZIP_TYPES = ("application/gzip", "application/x-gzip")
 FILES = {
     "results.json": "application/json",
+    "monitor.json": "application/json",
     "card.html": "text/html; charset=utf-8",
     "card.md": "text/markdown; charset=utf-8",
     "card.yaml": "application/yaml; charset=utf-8",
     "summary.md": "text/markdown; charset=utf-8",
     "junit.xml": "application/xml; charset=utf-8",
 }
-"""The outputs a finished audit serves, with their media types."""
+"""Every output a finished audit may serve, with its media type (which ones: `OUTPUTS` by the audit's kind)."""
 CARD_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; sandbox"
 """card.html is inline CSS and SVG only: nothing it holds may run or load anything."""
 
@@ -59,7 +61,7 @@ def status_of(job: Job) -> AuditStatus:
         id=job.id, kind=job.kind, status=job.status, submitted_at=iso(job.submitted) or "",
         started_at=iso(job.started), finished_at=iso(job.finished), error=job.error,
         gate_state=job.gate_state, passed=job.passed,
-        links=Links(audit=base, status=f"{base}/status", files={name: f"{base}/{name}" for name in FILES}),
+        links=Links(audit=base, status=f"{base}/status", files={name: f"{base}/{name}" for name in OUTPUTS[job.kind]}),
     )
 
 
@@ -109,7 +111,8 @@ def create_app(settings: ServeSettings | None = None) -> FastAPI:
     app = FastAPI(
         title="llm-fairness-check", version=__version__, lifespan=lifespan,
         description="Audit an LLM's recorded answers for demographic fairness: upload a recording set, read the verdict, "
-                    "results.json and the Fairness Card. Every 4xx body is `{\"error\": \"<one line>\"}` (an audit that "
+                    "results.json and the Fairness Card; or upload a monitor batch of production logs (`kind=monitor`) "
+                    "and read monitor.json. Every 4xx body is `{\"error\": \"<one line>\"}` (an audit that "
                     "failed answers its status instead, with `error`).",
         openapi_url="/v1/openapi.json", docs_url=None, redoc_url=None,
     )
@@ -143,7 +146,10 @@ def create_app(settings: ServeSettings | None = None) -> FastAPI:
                    **_errors(400, 401, 408, 413, 415, 422, 429)},
         openapi_extra={"requestBody": {"required": True, "description": (
             "The recording set as a gzip'd tar (`tar czf set.tar.gz -C recordings/… .`, or with the set's folder as "
-            "the archive's one top-level folder). Only regular files and folders; no absolute paths, `..`, links, "
+            "the archive's one top-level folder); with `kind=monitor`, a monitor batch: log files of one format "
+            "(JSONL plain or gzip, Parquet or CSV) and `mapping.yaml` (or the file `mapping` names), audited by "
+            "`monitor` with the DuckDB engine (Spark is not offered over REST; no log text is written, `examples` is "
+            "not offered). Only regular files and folders; no absolute paths, `..`, links, "
             f"devices or duplicate entries. Limits (environment, defaults): {LIMITS['max_upload_bytes'][0]} "
             f"({LIMITS['max_upload_bytes'][1]:,} bytes of body), {LIMITS['max_unpacked_bytes'][0]} "
             f"({LIMITS['max_unpacked_bytes'][1]:,} bytes unpacked), {LIMITS['max_entries'][0]} "
@@ -152,10 +158,11 @@ def create_app(settings: ServeSettings | None = None) -> FastAPI:
             "content": {t: {"schema": {"type": "string", "format": "binary"}} for t in GZIP_TYPES}}},
     )
     async def submit(request: Request, query: Annotated[AuditQuery, Query()]) -> JSONResponse:
-        """Upload a recording set to audit: 202 and the queued audit's status (its `links.audit` to poll).
+        """Upload a recording set (or, with `kind=monitor`, a monitor batch) to audit: 202 and the queued audit's
+        status (its `links.audit` to poll).
 
-        Everything is checked before the audit is queued (the archive, the manifest's checksums, the suite and
-        the options): a bad upload is a 4xx with one line, never a queued job. 429 when the queue is full."""
+        Everything is checked before the audit is queued (the archive, the manifest's checksums or the batch's mapping
+        and log files, the suite and the options): a bad upload is a 4xx with one line, never a queued job. 429 when the queue is full."""
         started = time.monotonic()
         try:
             job = await _accept(request, query)
@@ -205,16 +212,19 @@ def create_app(settings: ServeSettings | None = None) -> FastAPI:
         return size
 
     @app.get("/v1/audits/{audit_id}", tags=["audits"], dependencies=auth, response_model=None,
-             responses={200: {"model": FairnessRun, "description": "The audit is done: its results.json (the results "
-                                                                  "schema, with `gate.state` and `gate.passed`)."},
+             responses={200: {"model": FairnessRun,  # and MonitorRun: `_either_result`
+                              "description": "The audit is done: a recording set's results.json (`FairnessRun`, the "
+                                             "results schema) or a monitor batch's monitor.json (`MonitorRun`, the "
+                                             "monitor schema), each with `gate.state` and `gate.passed`."},
                         202: {"model": AuditStatus, "description": "Queued or running: its status."},
                         422: {"model": AuditStatus, "description": "The audit failed: its status, with `error`."},
                         **_errors(401, 404)})
     def get_audit(request: Request, audit_id: str) -> Response:
-        """An audit's results.json once done; its status (202) while queued or running, or (422) if it failed."""
+        """An audit's results.json (a monitor batch: monitor.json) once done; its status (202) while queued or running,
+        or (422) if it failed."""
         job = jobs(request).get(audit_id)
         if job.status == "done":
-            return Response(output(job, "results.json"), media_type="application/json")
+            return Response(output(job, OUTPUTS[job.kind][0]), media_type="application/json")
         return _status_response(job, 422 if job.status == "failed" else 202)
 
     @app.get("/v1/audits/{audit_id}/status", tags=["audits"], dependencies=auth, responses=_errors(401, 404))
@@ -238,6 +248,7 @@ def _documented(app: FastAPI) -> Any:
         if app.openapi_schema is None:
             schema = build()
             _own_422(schema)
+            _either_result(schema)
             for name, component in schema.get("components", {}).get("schemas", {}).items():
                 cls = _MODELS.get(name)
                 properties = component.get("properties", {}) if cls is not None else {}
@@ -248,6 +259,12 @@ def _documented(app: FastAPI) -> Any:
         return app.openapi_schema
 
     return openapi
+
+
+def _either_result(schema: dict[str, Any]) -> None:
+    """A finished audit answers a recording set's results.json or a monitor batch's monitor.json: one of the two."""
+    content = schema["paths"]["/v1/audits/{audit_id}"]["get"]["responses"]["200"]["content"]["application/json"]
+    content["schema"] = {"oneOf": [{"$ref": f"#/components/schemas/{cls.__name__}"} for cls in (FairnessRun, MonitorRun)]}
 
 
 def _own_422(schema: dict[str, Any]) -> None:
@@ -276,12 +293,15 @@ def _model_classes(root: type[BaseModel]) -> dict[str, type[BaseModel]]:
     return found
 
 
-_MODELS = _model_classes(FairnessRun)
+_MODELS = {**_model_classes(FairnessRun), **_model_classes(MonitorRun)}
 
 
 def _file_route(app: FastAPI, name: str, media: str, auth: list, jobs: Any) -> None:
     def get_file(request: Request, audit_id: str) -> Response:
         job = jobs(request).get(audit_id)
+        if name not in OUTPUTS[job.kind]:
+            raise Refused(404, f"audit `{job.id}` is a {job.kind} audit: it has no {name} (its files: "
+                               f"{', '.join(OUTPUTS[job.kind])})")
         if job.status != "done":
             raise Refused(409, f"audit `{job.id}` is {job.status}: it has no {name}"
                                + (" (see its status)" if job.status == "failed" else " until it is done"))
@@ -290,7 +310,9 @@ def _file_route(app: FastAPI, name: str, media: str, auth: list, jobs: Any) -> N
             headers["Content-Security-Policy"] = CARD_CSP
         return Response(output(job, name), media_type=media, headers=headers)
 
-    get_file.__doc__ = f"The finished audit's {name}."
+    kinds = [kind for kind, names in OUTPUTS.items() if name in names]
+    get_file.__doc__ = f"The finished audit's {name} ({' or '.join(kinds)}; 404 for the other kind)."
     app.add_api_route(f"/v1/audits/{{audit_id}}/{name}", get_file, methods=["GET"], tags=["files"], dependencies=auth,
                       name=f"get_{name.replace('.', '_')}", response_class=Response,
-                      responses={200: {"content": {media.split(";")[0]: {}}}, **_errors(401, 404, 409)})
+                      responses={200: {"model": MonitorRun} if name == "monitor.json" else {"content": {media.split(";")[0]: {}}},
+                                 **_errors(401, 404, 409)})

@@ -1,9 +1,10 @@
-"""From an uploaded archive to a queued audit's `RunOptions`: everything checked before it is queued.
+"""From an uploaded archive to a queued audit's options: everything checked before it is queued.
 
-The archive is unpacked (`_archive`), its recording set found and verified against its manifest's
-checksums, the suite chosen (a built-in one by name, or a suite file inside the archive: the
-server never reads its own files by a name a client gives), and the whole run resolved by the
-pipeline's own `resolve`, so a bad upload is a 4xx now rather than a failed job later.
+The archive is unpacked (`_archive`), the suite chosen (a built-in one by name, or a suite file
+inside the archive: the server never reads its own files by a name a client gives), then a
+recording set is found, verified against its manifest's checksums and its whole run resolved by
+the pipeline's own `resolve` (`RunOptions`), or a monitor batch checked by the monitor's own
+`prepare` (`_batch`, `MonitorOptions`), so a bad upload is a 4xx now rather than a failed job later.
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ UPLOAD = "upload.tar.gz"
 
 
 class AuditQuery(Documented):
-    """`POST /v1/audits` query parameters: what the upload is and how to audit it (those of `run`)."""
+    """`POST /v1/audits` query parameters: what the upload is and how to audit it (those of `run`, or of `monitor`)."""
 
     kind: Kind = "recordings"
     """What the body holds: `recordings`, a recording set (its manifest.json at the archive's top or in its one
-    top-level folder). Reserved for later: `monitor`, a monitor batch."""
+    top-level folder), or `monitor`, a monitor batch (log files of one format and their mapping YAML, audited as
+    `monitor` with the DuckDB engine). Options of the other kind are refused."""
     suite: str | None = None
     """A built-in suite by name (default fairness-cards/qwen-v0.1); excludes `suite_file`."""
     suite_file: str | None = None
@@ -56,11 +58,35 @@ class AuditQuery(Documented):
     """Peer-parity evaluators, comma-separated, `all` or `none` (`run --evaluators`)."""
     allow_incomplete: bool = False
     """Audit the recorded rows of a set whose manifest declares it incomplete (`run --allow-incomplete`)."""
+    mapping: str | None = None
+    """kind=monitor: the mapping YAML inside the archive, by its path there (default `mapping.yaml` at its top)."""
+    sample: int | None = None
+    """kind=monitor: keep a deterministic 1 record in `sample` by the md5 of its id (`monitor --sample`)."""
+    window: str | None = None
+    """kind=monitor: `day` (UTC), `week` (ISO) or N records per window (`monitor --window`)."""
+    reference: str | None = None
+    """kind=monitor: what each window is compared with, `previous` (default) or `window:LABEL` (`monitor --reference`;
+    a grid audit's results.json is not offered over REST)."""
+
+    def misplaced(self) -> str | None:
+        """The first option given that the upload's kind does not take, as one line; None if all fit."""
+        for name, kind in KIND_ONLY.items():
+            if kind != self.kind and getattr(self, name) != AuditQuery.model_fields[name].default:
+                return f"`{name}` is an option of kind={kind}, not of kind={self.kind}"
+        return None
 
     def audit_options(self) -> AuditOptions:
         given = {k: getattr(self, k) for k in ("fail_on", "gate_on", "threshold", "scorer_mode", "min_group_size",
                                                "bootstrap", "permutations", "seed") if getattr(self, k) is not None}
         return AuditOptions(allow_small_samples=self.allow_small_samples, **given)
+
+
+KIND_ONLY: dict[str, Kind] = {
+    **dict.fromkeys(("threshold", "scorer_mode", "min_group_size", "allow_small_samples", "bootstrap", "permutations",
+                     "seed", "evaluators", "allow_incomplete"), "recordings"),
+    **dict.fromkeys(("mapping", "sample", "window", "reference"), "monitor"),
+}
+"""The options only one kind of upload takes."""
 
 
 def suite_for(query: AuditQuery, unpacked: Unpacked) -> str:
@@ -79,20 +105,34 @@ def suite_for(query: AuditQuery, unpacked: Unpacked) -> str:
 
 def intake(job: Job, query: AuditQuery, settings: ServeSettings) -> Unpacked:
     """Unpack `job`'s upload, verify its set and resolve its run into `job.options` (a `Refused` on any problem)."""
+    from fairness.serve._batch import batch_options
+
+    misplaced = query.misplaced()
+    if misplaced is not None:
+        raise Refused(422, misplaced)
     archive = job.dir / UPLOAD
     unpacked = unpack(archive, job.upload, max_unpacked=settings.max_unpacked_bytes, max_entries=settings.max_entries)
     archive.unlink()
     try:
-        options = query.audit_options()
-        set_dir = find_set(unpacked)
-        suite = suite_for(query, unpacked)
-        manifest = read_manifest(set_dir)
-        verify_files(set_dir, manifest.files)
-        job.options = RunOptions(recordings=set_dir, out=job.out, junit=job.out / "junit.xml", suite=suite,
-                                 audit=options, evaluators=parse_evaluators(query.evaluators),
-                                 allow_incomplete=query.allow_incomplete, shown_root=job.upload)
-        resolve(job.options)
+        if query.kind == "monitor":
+            job.options = batch_options(query, unpacked, suite_for(query, unpacked), job.out)
+        else:
+            job.options = run_options(query, unpacked, job)
     except FairnessError as exc:
         raise Refused(422, client_line(str(exc), job.dir)) from None
     job.kind = query.kind
     return unpacked
+
+
+def run_options(query: AuditQuery, unpacked: Unpacked, job: Job) -> RunOptions:
+    """A recording set's run, its checksums verified and resolved as `run` would."""
+    options = query.audit_options()
+    set_dir = find_set(unpacked)
+    suite = suite_for(query, unpacked)
+    manifest = read_manifest(set_dir)
+    verify_files(set_dir, manifest.files)
+    run = RunOptions(recordings=set_dir, out=job.out, junit=job.out / "junit.xml", suite=suite, audit=options,
+                     evaluators=parse_evaluators(query.evaluators), allow_incomplete=query.allow_incomplete,
+                     shown_root=job.upload)
+    resolve(run)
+    return run

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fairness._util.errors import FairnessError
-from fairness.audit._gate import State
+from fairness.audit._gate import Gate, State
+from fairness.monitor._options import MonitorOptions
 from fairness.pipeline._options import RunOptions
 from fairness.serve._errors import Refused, client_line
 from fairness.serve._models import Kind, Status
@@ -42,7 +43,7 @@ class Job:
     id: str
     dir: Path
     kind: Kind = "recordings"
-    options: RunOptions | None = None
+    options: RunOptions | MonitorOptions | None = None
     status: Status = "queued"
     submitted: float = field(default_factory=time.time)
     started: float | None = None
@@ -163,13 +164,11 @@ class Jobs:
                 self._queue.task_done()
 
     def _run(self, job: Job) -> None:
-        from fairness.pipeline._run import run_audit
-
         job.started, job.status = time.time(), "running"
         log.info("audit %s running (%d waiting)", job.id, self.queued)
         try:
             assert job.options is not None
-            result = run_audit(job.options)
+            gate, rows = _audit(job.options)
         except FairnessError as exc:
             self._end(job, "failed", error=client_line(str(exc), job.dir))
         except MemoryError:
@@ -178,9 +177,8 @@ class Jobs:
             log.error("audit %s: internal error %s", job.id, type(exc).__name__)
             self._end(job, "failed", error=f"internal error while auditing ({type(exc).__name__})")
         else:
-            gate = result.run.gate
             job.gate_state, job.passed = gate.state, gate.passed
-            self._end(job, "done", rows=result.run.n_rows)
+            self._end(job, "done", rows=rows)
         finally:
             with contextlib.suppress(OSError):
                 shutil.rmtree(job.upload, ignore_errors=True)
@@ -192,3 +190,16 @@ class Jobs:
             log.info("audit %s done: %s (passed=%s), %d rows, %.2fs", job.id, job.gate_state, job.passed, rows or 0, took)
         else:
             log.info("audit %s failed after %.2fs", job.id, took)
+
+
+def _audit(options: RunOptions | MonitorOptions) -> tuple[Gate, int]:
+    """Run one queued audit (`run` for a recording set, `monitor` for a batch): its gate and the rows it judged."""
+    if isinstance(options, MonitorOptions):
+        from fairness.monitor._job import monitor_logs
+
+        run = monitor_logs(options).run
+        return run.gate, run.source.rows_sampled
+    from fairness.pipeline._run import run_audit
+
+    result = run_audit(options)
+    return result.run.gate, result.run.n_rows

@@ -9,8 +9,14 @@ from pydantic import ConfigDict
 from fairness._util.models import Frozen
 from fairness.audit._gate import State
 
-Kind = Literal["recordings"]
-"""What an upload holds. Only `recordings` (a recording set) for now; `monitor` (a monitor batch) is reserved."""
+Kind = Literal["recordings", "monitor"]
+"""What an upload holds: `recordings` (a recording set, audited as `run`) or `monitor` (a monitor batch: log files
+and their mapping, audited as `monitor` with the DuckDB engine)."""
+OUTPUTS: dict[str, tuple[str, ...]] = {
+    "recordings": ("results.json", "card.html", "card.md", "card.yaml", "summary.md", "junit.xml"),
+    "monitor": ("monitor.json", "summary.md", "junit.xml"),
+}
+"""The files a finished audit of each kind serves; its result (`GET /v1/audits/{id}`) is the first."""
 Status = Literal["queued", "running", "done", "failed"]
 
 
@@ -24,12 +30,13 @@ class Links(Documented):
     """Where to read an audit."""
 
     audit: str
-    """`GET`: 202 and this status while queued or running, then 200 and results.json (422 and this status if it failed)."""
+    """`GET`: 202 and this status while queued or running, then 200 and results.json (a monitor batch: monitor.json),
+    or 422 and this status if it failed."""
     status: str
     """`GET`: this status at any time."""
     files: dict[str, str]
-    """Each output file by name (`card.html`, `card.md`, `card.yaml`, `summary.md`, `junit.xml`, `results.json`),
-    ready once the audit is done."""
+    """Each output file by name, ready once the audit is done: `results.json`, `card.html`, `card.md`, `card.yaml`,
+    `summary.md` and `junit.xml` for a recording set; `monitor.json`, `summary.md` and `junit.xml` for a monitor batch."""
 
 
 class AuditStatus(Documented):
@@ -50,7 +57,7 @@ class AuditStatus(Documented):
     error: str | None = None
     """Why the audit failed: one line naming what to fix in the upload (failed only)."""
     gate_state: State | None = None
-    """The verdict (`gate.state` of results.json) once done."""
+    """The verdict (`gate.state` of results.json or monitor.json) once done."""
     passed: bool | None = None
     """Whether the gate passed under the `fail_on` policy (`gate.passed`) once done."""
     links: Links
