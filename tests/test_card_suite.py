@@ -53,7 +53,7 @@ FAST = ["--bootstrap", "200", "--permutations", "200"]
 
 def test_the_card_states_the_suites_own_text(hiring, shared_dir):
     code = main(["run", "--suite", "audits/hiring.yaml", "--recordings", "recordings/hiring", "--out", "out", *FAST])
-    assert code in (0, 1, 3)
+    assert code == 1
     card = yaml.safe_load((hiring / "out" / "card.yaml").read_text())
     assert card["intended_use"]["in_scope"] == HIRING_CARD["intended_use"]
     assert card["intended_use"]["out_of_scope"][:2] == HIRING_CARD["out_of_scope"]
@@ -144,7 +144,7 @@ def test_an_evaluator_that_cannot_run_is_a_caveat_everywhere_and_a_warning(hirin
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vaderSentiment" else real(name, *a))
     code = main(["run", "--suite", "audits/hiring.yaml", "--recordings", "recordings/hiring", "--out", "out",
                  "--evaluators", "all", *FAST])
-    assert code in (0, 1, 3)
+    assert code == 1
     err = capsys.readouterr().err
     assert "warning: requested evaluator `sentiment` could not run: VADER is not installed" in err
     out = hiring / "out"
