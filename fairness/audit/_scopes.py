@@ -31,7 +31,7 @@ from fairness.audit._intervals import (
 )
 from fairness.audit._metrics import Scope, slice_gap
 from fairness.audit._options import AuditOptions
-from fairness.audit._results import Estimate, ScopeResult
+from fairness.audit._results import ScopeResult
 from fairness.score._catalog import MetricSpec
 
 CEILING = 0.95
@@ -43,9 +43,10 @@ def worst_kind(spec: MetricSpec) -> str:
     return "min" if spec.higher_is_worse is False else "max"
 
 
-_estimate = Estimate.__pydantic_validator__.validate_python
-"""`Estimate(**fields)` from a dict of its fields, fully validated, without `BaseModel.__init__`'s
-keyword handling (~0.7 µs of ~3 µs; a run builds ~11,000 estimates)."""
+_scope_result = ScopeResult.__pydantic_validator__.validate_python
+"""`ScopeResult` from a dict of its fields whose estimates are dicts too, fully validated in one
+call (the same instances as `Estimate(**fields)` each, then `ScopeResult(...)`): a run builds ~11,000
+estimates, and one call per scope result instead of ~18 halves their validation's cost."""
 
 
 def _nums(a: np.ndarray) -> list[float | None]:
@@ -150,24 +151,24 @@ def scope_results(cells: CellTable, scope: Scope, slices: list[str], specs: Sequ
         vs = _nums(v)
         sci = slice_ci[m]
         by_slice = {
-            sl: _estimate({
+            sl: {
                 "value": vs[i] if shown[i] else None,
                 "n": ns[i],
                 "ci": [sci[0][i], sci[1][i]] if sci is not None and shown[i] else None,
                 "cells": ncs[i],
                 "deff": sci[2][i] if sci is not None else None,
-            })
+            }
             for i, sl in enumerate(slices)
         }
         wi = None if none_at[m] else (lo_at[m] if spec.higher_is_worse is False else hi_at[m])
         w_value, w_slice = (None, None) if hidden or wi is None else (vs[wi], slices[wi])
         wint, gint, pint = worst_ci[m], gap_ci[m], pooled_ci[m]
-        worst = _estimate({"value": w_value, "slice": w_slice} if wint is None
-                          else {"value": w_value, "slice": w_slice, "ci": wint.as_list(), "method": wint.method})
+        worst = ({"value": w_value, "slice": w_slice} if wint is None
+                 else {"value": w_value, "slice": w_slice, "ci": wint.as_list(), "method": wint.method})
         g_value = None if hidden else gaps[m]
-        g = _estimate({"value": g_value} if gint is None else {"value": g_value, "ci": gint.as_list(), "method": gint.method})
-        pooled = _estimate({"value": pooled_values[m], "n": int(n_total), "ci": pint.as_list() if pint is not None else None,
-                            "method": pint.method if pint is not None else None})
+        g = {"value": g_value} if gint is None else {"value": g_value, "ci": gint.as_list(), "method": gint.method}
+        pooled = {"value": pooled_values[m], "n": int(n_total), "ci": pint.as_list() if pint is not None else None,
+                  "method": pint.method if pint is not None else None}
         notes = []
         if underpowered:
             notes.append("underpowered" + (" (shown, not judged: --allow-small-samples)" if options.allow_small_samples else ""))
@@ -180,6 +181,6 @@ def scope_results(cells: CellTable, scope: Scope, slices: list[str], specs: Sequ
                 notes.append(f"lexical ceiling: the flag fires in ≥{CEILING:.0%} of outputs in every slice")
         if sci is not None and not live.all():
             notes.append("a slice has no rows in this scope: worst slice and gap are over the others")
-        out.append(ScopeResult(n=int(n_total), by_slice=by_slice, pooled=pooled, worst_slice=worst, max_minus_min=g,
-                               caveats=notes, cells=min_cells))
+        out.append(_scope_result({"n": int(n_total), "by_slice": by_slice, "pooled": pooled, "worst_slice": worst,
+                                  "max_minus_min": g, "caveats": notes, "cells": min_cells}))
     return T, N, out

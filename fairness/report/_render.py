@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from fairness._util.model_json import model_json
 from fairness.audit._audit import FairnessRun, MetricResult
 from fairness.audit._gate import Gate
 from fairness.audit._results import AgreementResult, MetricDefinition, RegressionCheck, RuleCheck
@@ -37,9 +38,7 @@ def _ci(ci: list[float | None] | None) -> str:
 
 
 def results_json(run: FairnessRun) -> str:
-    # check_circular=False: a model dump is a tree (no cycle to guard against); ~10% of encoding ~1 MB
-    return json.dumps(run.model_dump(mode="json"), ensure_ascii=False, allow_nan=False, separators=(",", ":"),
-                      check_circular=False) + "\n"
+    return model_json(run) + "\n"
 
 
 _HEAD_WORDS = {
