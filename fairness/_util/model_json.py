@@ -35,8 +35,7 @@ def model_json(model: BaseModel) -> str:
     # inside a string every `"` is escaped; with each `\\` and `\"` blanked (same length), the
     # `"` left are string delimiters, so a token is outside every string after an even count
     quotes = raw.replace(b"\\\\", b"__").replace(b'\\"', b"__")
-    parts: list[bytes] = []
-    start = count = counted_to = 0
+    parts, start, count, counted_to = [], 0, 0, 0
     for a, b in tokens:
         count += quotes.count(b'"', counted_to, a)
         counted_to = a
