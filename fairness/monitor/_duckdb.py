@@ -9,11 +9,20 @@ examples) leaves the engine.
 
 from __future__ import annotations
 
-import heapq
 from typing import Any
 
 from fairness._util.errors import FairnessError
-from fairness.monitor._engine import HASH_HEX_DIGITS, Aggregate, ScanJob, agg_schema, cells_of_batch, finish
+from fairness.monitor._engine import (
+    HASH_HEX_DIGITS,
+    Aggregate,
+    ScanJob,
+    agg_schema,
+    cells_of_batch,
+    check_mapped_fields,
+    check_sampled_counts,
+    example_rows,
+    finish,
+)
 
 BATCH_ROWS = 65_536
 
@@ -83,16 +92,7 @@ class DuckDBEngine:
         except duckdb.Error as exc:
             raise FairnessError(f"cannot read the logs as {job.format}: {str(exc).splitlines()[0]}") from None
         m = job.mapping
-        for role, col in (("text", m.text), ("timestamp", m.timestamp), ("slice", m.slice), ("unit", m.unit), ("id", m.id)):
-            if col is not None and col not in types:
-                raise FairnessError(f"mapping `{role}`: field `{col}` is not in the logs (fields: {', '.join(sorted(types))})")
-        for col in m.groups or []:
-            if col not in types:
-                raise FairnessError(f"mapping `groups`: field `{col}` is not in the logs (fields: {', '.join(sorted(types))})")
-        if job.sample > 1 and m.id is None:
-            raise FairnessError("mapping `id`: sampling (--sample above 1) needs a record id field")
-        if job.window.kind == "rows" and m.id is None:
-            raise FairnessError("mapping `id`: row windows need a record id field (records are ordered by time, then id)")
+        check_mapped_fields(job, list(types))
         # the examples' order (and, with an id, the sample and row-window ties): the id, else the text's md5
         key = _as_string(m.id, types) if m.id is not None else f"md5(CAST({_q(m.text)} AS VARCHAR))"
         h = hash_sql(key)
@@ -113,10 +113,7 @@ class DuckDBEngine:
             total, sampled, null_text, bad_ts, null_unit = con.execute(f"SELECT {', '.join(checks)} FROM {src}").fetchall()[0]
         except duckdb.Error as exc:
             raise FairnessError(f"cannot read the logs as {job.format}: {str(exc).splitlines()[0]}") from None
-        for count, role, col, what in ((null_text, "text", m.text, "no text"), (bad_ts, "timestamp", m.timestamp,
-                                        "no parseable ISO-8601 timestamp"), (null_unit, "unit", m.unit, "no unit id")):
-            if count:
-                raise FairnessError(f"mapping `{role}`: field `{col}` has {what} in {count} sampled record(s)")
+        check_sampled_counts(job, null_text, bad_ts, null_unit)
         if job.window.kind == "rows":
             base = f"SELECT *, row_number() OVER (ORDER BY _ts, _key) - 1 AS _rank FROM ({base})"
         reader = _arrow_reader(con.sql(base))
@@ -128,7 +125,7 @@ class DuckDBEngine:
                     continue
                 cells = cells_of_batch(batch, job)
                 if job.examples:
-                    _keep_examples(best, batch, cells, job.examples)
+                    example_rows(batch, cells, job.examples, best)
                 yield cells
 
         agg = self._connect()
@@ -139,10 +136,3 @@ class DuckDBEngine:
         table = _arrow_reader(agg.sql(f"SELECT {keys}, {sums} FROM cells GROUP BY {keys}")).read_all()
         examples = [{"window": w, "slice": s, "text": t} for _, _, w, s, t in best]
         return Aggregate(table=finish(table), rows_read=int(total), rows_sampled=int(sampled), examples=examples)
-
-
-def _keep_examples(best: list, batch: Any, cells: Any, limit: int) -> None:
-    """Keep in `best` the `limit` records with the smallest (hash, key, window, slice, text)."""
-    cols = [batch.column(c).to_pylist() for c in ("_h", "_key")]
-    cols += [cells.column(c).to_pylist() for c in ("window", "slice")] + [batch.column("_text").to_pylist()]
-    best[:] = sorted([*best, *heapq.nsmallest(limit, zip(*cols, strict=True))])[:limit]

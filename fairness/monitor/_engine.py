@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from fairness._util.errors import FairnessError
 from fairness.monitor._mapping import Mapping
 from fairness.monitor._score import score_batch, score_columns
 
@@ -176,6 +177,43 @@ def finish(table: pa.Table) -> pa.Table:
     order = sorted(range(table.num_rows),
                    key=lambda i: (keys[0][i].encode(), keys[1][i].encode(), keys[2][i] is not None, (keys[2][i] or "").encode()))
     return table.take(pa.array(order, pa.int64())).combine_chunks()
+
+
+def check_mapped_fields(job: ScanJob, fields: list[str]) -> None:
+    """Exit 2 naming the first mapped field the logs lack, or an id the job needs but the mapping lacks."""
+    m = job.mapping
+    for role, col in (("text", m.text), ("timestamp", m.timestamp), ("slice", m.slice), ("unit", m.unit), ("id", m.id),
+                      *(("groups", g) for g in m.groups or [])):
+        if col is not None and col not in fields:
+            raise FairnessError(f"mapping `{role}`: field `{col}` is not in the logs (fields: {', '.join(sorted(fields))})")
+    if job.sample > 1 and m.id is None:
+        raise FairnessError("mapping `id`: sampling (--sample above 1) needs a record id field")
+    if job.window.kind == "rows" and m.id is None:
+        raise FairnessError("mapping `id`: row windows need a record id field (records are ordered by time, then id)")
+
+
+def check_sampled_counts(job: ScanJob, null_text: int, bad_ts: int, null_unit: int) -> None:
+    """Exit 2 when sampled records lack a text, a parseable timestamp or (with a unit field) a unit id."""
+    m = job.mapping
+    for count, role, col, what in ((null_text, "text", m.text, "no text"), (bad_ts, "timestamp", m.timestamp,
+                                    "no parseable ISO-8601 timestamp"), (null_unit, "unit", m.unit, "no unit id")):
+        if count:
+            raise FairnessError(f"mapping `{role}`: field `{col}` has {what} in {count} sampled record(s)")
+
+
+def example_rows(batch: pa.RecordBatch, cells: pa.RecordBatch, limit: int,
+                 best: list[tuple[int, str, str, str, str]] | None = None) -> list[dict[str, str]]:
+    """The `limit` records with the smallest (hash, key, window, slice, text) of `batch` and `best`, as examples.
+
+    `best` (when given) is updated in place with those records, so an engine can fold batches."""
+    import heapq
+
+    cols = [batch.column(c).to_pylist() for c in ("_h", "_key")]
+    cols += [cells.column(c).to_pylist() for c in ("window", "slice")] + [batch.column("_text").to_pylist()]
+    kept = sorted([*(best or []), *heapq.nsmallest(limit, zip(*cols, strict=True))])[:limit]
+    if best is not None:
+        best[:] = kept
+    return [{"window": w, "slice": s, "text": t} for _, _, w, s, t in kept]
 
 
 def describe_files(files: list[Path]) -> str:

@@ -56,7 +56,7 @@ def engine_for(name: str) -> Engine:
 
         return DuckDBEngine()
     try:
-        from fairness.monitor._spark import SparkEngine  # type: ignore[import-not-found]
+        from fairness.monitor._spark import SparkEngine
     except ImportError as exc:
         raise FairnessError(f"the Spark engine is not available ({exc}); install the `spark` extra") from None
     return SparkEngine()
