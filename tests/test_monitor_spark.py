@@ -16,7 +16,7 @@ from monitor_logs import MAPPING, make_records, write_logs
 
 from fairness.cli import main
 from fairness.monitor._engine import Aggregate, ScanJob, keep
-from fairness.monitor._job import check_options, monitor_logs
+from fairness.monitor._job import check_options, engine_for, monitor_logs
 
 pytest.importorskip("duckdb")
 pytest.importorskip("pyarrow")
@@ -164,3 +164,13 @@ def test_missing_java_or_pyspark_is_exit_2_saying_what_to_install(logs, tmp_path
     done = subprocess.run([sys.executable, "-c", code], check=False, env=env, capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stderr) == (2, message)
     assert not (tmp_path / "out").exists()
+
+
+def test_spark_master_reaches_the_engine_and_only_spark_takes_it(logs, tmp_path, capsys):
+    root, _ = logs
+    assert engine_for("spark", "local[1]").master == "local[1]"
+    assert engine_for("spark").master == "local[2]"
+    code = main(["monitor", str(root / "jsonl"), "--mapping", str(root / "unit.yaml"), "--out", str(tmp_path / "out"),
+                 "--spark-master", "local[1]"])
+    assert code == 2
+    assert capsys.readouterr().err.startswith("error: monitor: --spark-master is for --engine spark")

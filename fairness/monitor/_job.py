@@ -49,7 +49,7 @@ class MonitorOutputs:
     engine: str
 
 
-def engine_for(name: str) -> Engine:
+def engine_for(name: str, spark_master: str | None = None) -> Engine:
     """The engine a run asked for (its heavy library imported only now)."""
     if name == "duckdb":
         from fairness.monitor._duckdb import DuckDBEngine
@@ -59,7 +59,7 @@ def engine_for(name: str) -> Engine:
         from fairness.monitor._spark import SparkEngine
     except ImportError as exc:
         raise FairnessError(f"the Spark engine is not available ({exc}); install the `spark` extra") from None
-    return SparkEngine()
+    return SparkEngine(master=spark_master)
 
 
 def check_options(data: dict) -> MonitorOptions:
@@ -163,7 +163,7 @@ def monitor_logs(options: MonitorOptions, engine: Engine | None = None) -> Monit
         read_grid_results(grid_path)
     job = ScanJob(files=files, format=fmt, mapping=mapping, sample=options.sample, window=options.window_spec(),
                   mode=suite.scorer.mode, examples=options.examples)
-    engine = engine or engine_for(options.engine)
+    engine = engine or engine_for(options.engine, options.spark_master)
     agg = engine.aggregate(job)
     run = build_run(agg, job, suite, options, grid_path=grid_path)
     with staged_outputs(out) as stage:
