@@ -21,6 +21,7 @@ from fairness.suite import Case, DecisionRule, SamplingParams, Suite, load_suite
 if TYPE_CHECKING:
     from fairness.audit import AuditOptions, FairnessRun, check_state, diff_runs, exit_code
     from fairness.generate import EngineOptions, run_generate
+    from fairness.monitor import MonitorOptions, MonitorRun, monitor_logs
     from fairness.pipeline import RunOptions, RunOutputs, run_audit
     from fairness.recordings import Manifest, ModelInfo, RecordingSet, ReplayProvider, content_key, merge_recordings
     from fairness.score import ScoreTable, score_texts
@@ -33,6 +34,9 @@ _LAZY = {
     "exit_code": "fairness.audit",
     "EngineOptions": "fairness.generate",
     "run_generate": "fairness.generate",
+    "MonitorOptions": "fairness.monitor",
+    "MonitorRun": "fairness.monitor",
+    "monitor_logs": "fairness.monitor",
     "RunOptions": "fairness.pipeline",
     "RunOutputs": "fairness.pipeline",
     "run_audit": "fairness.pipeline",
@@ -55,6 +59,8 @@ __all__ = [
     "FairnessRun",
     "Manifest",
     "ModelInfo",
+    "MonitorOptions",
+    "MonitorRun",
     "Recording",
     "RecordingSet",
     "ReplayProvider",
@@ -70,6 +76,7 @@ __all__ = [
     "exit_code",
     "load_suite",
     "merge_recordings",
+    "monitor_logs",
     "parse_suite",
     "run_audit",
     "run_generate",

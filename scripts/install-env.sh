@@ -5,7 +5,9 @@
 # Every install is from a lock with hashes (--require-hashes, wheels only, so no unhashed build
 # backend is fetched either): live mode runs beside the user's API keys, and a package swapped on
 # the registry must fail the install rather than run. Replay installs requirements/replay.lock;
-# live mode installs hosted.lock or live.lock instead (each the replay pins plus its extras).
+# live mode installs hosted.lock or live.lock instead (each the replay pins plus its extras); a replay
+# that logs to MLflow (FAIRNESS_MLFLOW_TRACKING_URI set) installs tracking.lock (the replay pins plus
+# mlflow-skinny, the tracking client). action.yml's runner check picks the same lock for the cache key.
 # The package itself runs from the Action's checkout (entrypoint.py puts it first on sys.path),
 # so a cached venv stays valid across Action releases that keep the lock.
 # uv when it can be had (faster than pip on a cold runner: benchmarks/bench_install.py times
@@ -17,6 +19,7 @@
 #   FAIRNESS_VENV         venv directory to create, or to reuse when FAIRNESS_CACHE_HIT=true
 #   FAIRNESS_CACHE_HIT    `true` when actions/cache restored FAIRNESS_VENV
 #   FAIRNESS_MODE, FAIRNESS_PROVIDER   live mode installs the hosted or live lock instead
+#   FAIRNESS_MLFLOW_TRACKING_URI  non-empty in replay mode: install tracking.lock (MLflow's client too)
 #   FAIRNESS_PREINSTALLED_PYTHON  an interpreter that already has the replay dependencies
 #                         (a container job, a self-hosted runner, a test stand-in): used as is
 #   FAIRNESS_INSTALLER    auto (default: uv, else pip), uv or pip
@@ -30,8 +33,12 @@ emit() {  # PYTHON [installed]: `installed=true` tells action.yml to save the ne
   fi
   echo "Python for the check: $1"
 }
-# the replay path's imports; a venv that cannot do this is rebuilt
-probe() { "$1" -c 'import numpy, scipy, pydantic, yaml' >/dev/null 2>&1; }
+# the replay path's imports (and MLflow's client when the run logs to it); a venv that cannot is rebuilt
+imports="numpy, scipy, pydantic, yaml"
+if [ "${FAIRNESS_MODE:-replay}" != "live" ] && [ -n "${FAIRNESS_MLFLOW_TRACKING_URI:-}" ]; then
+  imports="$imports, mlflow"
+fi
+probe() { "$1" -c "import $imports" >/dev/null 2>&1; }
 
 if [ "${RUNNER_OS:-}" = "Windows" ]; then
   die "Windows runners are not supported; run the check on ubuntu-latest or macos-latest"
@@ -39,7 +46,7 @@ fi
 
 if [ -n "${FAIRNESS_PREINSTALLED_PYTHON:-}" ]; then
   probe "$FAIRNESS_PREINSTALLED_PYTHON" \
-    || die "FAIRNESS_PREINSTALLED_PYTHON=$FAIRNESS_PREINSTALLED_PYTHON cannot import the replay dependencies (numpy, scipy, pydantic, pyyaml)"
+    || die "FAIRNESS_PREINSTALLED_PYTHON=$FAIRNESS_PREINSTALLED_PYTHON cannot import what the check needs ($imports)"
   emit "$FAIRNESS_PREINSTALLED_PYTHON"
   exit 0
 fi
@@ -54,6 +61,8 @@ if [ "$mode" = "live" ]; then
     openai|anthropic) lock="$FAIRNESS_ACTION_PATH/requirements/hosted.lock" ;;
     *) lock="$FAIRNESS_ACTION_PATH/requirements/live.lock" ;;
   esac
+elif [ -n "${FAIRNESS_MLFLOW_TRACKING_URI:-}" ]; then
+  lock="$FAIRNESS_ACTION_PATH/requirements/tracking.lock"
 fi
 [ -f "$lock" ] || die "the dependency lock $lock is missing from the Action's checkout"
 

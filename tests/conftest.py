@@ -6,9 +6,17 @@ known per-slice counts; committed recordings are real model output.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,7 +63,7 @@ def write_recording_set(
     directory.mkdir(parents=True, exist_ok=True)
     write_atomic(directory / RECORDS, "".join(record_line(r) for r in recs))
     manifest = Manifest(
-        suite=suite.name, suite_version=suite.version, suite_hash=suite.hash,
+        suite=suite.name, suite_version=suite.version, suite_hash=suite.recording_hash,
         grid_hash=grid_hash(all_cases, suite.system_prompt),
         model=ModelInfo(id=model_id, source="synthetic (tests only)"),
         backend=BackendInfo(engine="synthetic", versions={}, dtype="n/a", device="n/a"),
@@ -93,3 +101,63 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip(f"reference data not found at {SHARED}")
     return SHARED
+
+
+# -- a real MLflow tracking server (tests/test_mlflow.py, tests/test_locks.py) ----------------------
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory) -> Any:
+    """A real `mlflow server` on a free 127.0.0.1 port (SQLite store, artifacts served over HTTP)."""
+    pytest.importorskip("mlflow", reason="the mlflow extra is not installed: pip install -e '.[mlflow]'")
+    exe = shutil.which("mlflow", path=str(Path(sys.executable).parent)) or shutil.which("mlflow")
+    if exe is None:
+        pytest.skip("the `mlflow` command is not installed")
+    root = tmp_path_factory.mktemp("mlflow")
+    port = free_port()
+    uri = f"http://127.0.0.1:{port}"
+    log = open(root / "server.log", "wb")  # noqa: SIM115 - open for the server's whole life
+    proc = subprocess.Popen(
+        [exe, "server", "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+         "--artifacts-destination", str(root / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "1"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"{uri}/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"mlflow server did not start: {(root / 'server.log').read_text(errors='replace')[-2000:]}")
+            time.sleep(0.5)
+        yield uri
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # it may have died at start (its log is in the error)
+            os.killpg(proc.pid, 15)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+        log.close()
+
+
+def mlflow_client(uri: str) -> Any:
+    """MLflow's client for `uri` (set globally too: MLflow 3.0 resolves `mlflow-artifacts:` with the global URI)."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    mlflow.set_tracking_uri(uri)
+    return MlflowClient(tracking_uri=uri)

@@ -111,7 +111,8 @@ class TestSchemas:
         assert printed == schema_text(name)
         assert (REPO / "docs" / "schema" / f"{name}.schema.json").read_text(encoding="utf-8") == printed
 
-    def test_every_results_field_is_documented(self):
+    @pytest.mark.parametrize("name", ["results", "suite"])
+    def test_every_field_is_documented(self, name):
         undocumented = []
 
         def walk(node: object, where: str) -> None:
@@ -122,7 +123,7 @@ class TestSchemas:
                 for key, value in node.items():
                     walk(value, f"{where}.{key}" if key not in ("properties", "$defs") else where)
 
-        walk(json.loads(schema_text("results")), "results")
+        walk(json.loads(schema_text(name)), name)
         assert undocumented == []
 
     def test_default_run_validates_against_the_results_schema(self, default_run):
@@ -131,7 +132,7 @@ class TestSchemas:
         data = json.loads((default_run / "results.json").read_text(encoding="utf-8"))
         validator = jsonschema.Draft202012Validator(schema)
         assert [e.message for e in validator.iter_errors(data)] == []
-        assert data["schema_version"] == "2.1.0"
+        assert data["schema_version"] == "2.2.0"
 
     def test_default_manifest_validates_against_the_manifest_schema(self):
         jsonschema = pytest.importorskip("jsonschema")

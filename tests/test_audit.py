@@ -64,7 +64,7 @@ class TestOutputs:
 
     def test_results_json_is_versioned_and_complete(self, paper_run):
         data = json.loads((paper_run.out / "results.json").read_text())
-        assert data["schema_version"] == "2.1.0"
+        assert data["schema_version"] == "2.2.0"
         assert data["suite"]["hash"] and data["recordings"]["manifest_sha256"]
         assert data["scorer"]["mode"] == "paper" and data["tool"]["version"]
         st = next(m for m in data["metrics"] if m["metric"] == "stereotype_kw_rate")

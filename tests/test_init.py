@@ -266,9 +266,14 @@ def _tool(name: str) -> str:
 def test_scaffolded_workflows_pass_actionlint_and_zizmor(tmp_path, provider):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     assert init(tmp_path, *PROVIDERS[provider], "--with-suite") == 0
-    lint = subprocess.run([_tool("actionlint")], cwd=tmp_path, capture_output=True, text=True, check=False, timeout=120)
+    assert_lint_clean(tmp_path)
+
+
+def assert_lint_clean(root: Path) -> None:
+    """actionlint and zizmor find nothing in the workflows scaffolded into `root`."""
+    lint = subprocess.run([_tool("actionlint")], cwd=root, capture_output=True, text=True, check=False, timeout=120)
     assert (lint.returncode, lint.stdout + lint.stderr) == (0, "")
-    audit = subprocess.run([_tool("zizmor"), "--offline", "--no-progress", "."], cwd=tmp_path, capture_output=True,
+    audit = subprocess.run([_tool("zizmor"), "--offline", "--no-progress", "."], cwd=root, capture_output=True,
                            text=True, check=False, timeout=120)
     assert audit.returncode == 0, audit.stdout + audit.stderr
     assert "No findings to report" in audit.stdout

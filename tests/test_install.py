@@ -116,6 +116,17 @@ class TestRunnerCheck:
         assert outputs == (f"lock-hash={hashlib.sha256(LOCK.read_bytes()).hexdigest()}\n"
                            f"venv={tmp_path}/llm-fairness-check-venv\n")
 
+    @pytest.mark.parametrize(("mode", "lock"), [("replay", "tracking.lock"), ("live", "replay.lock")])
+    def test_an_mlflow_uri_keys_the_cache_on_the_lock_with_the_tracking_client(self, tmp_path, mode, lock):
+        """A replay that logs to MLflow installs tracking.lock, so its venv is cached apart from a plain
+        replay's (whose venv has no mlflow); live mode caches nothing and installs its own lock."""
+        env = {"RUNNER_OS": "Linux", "FAIRNESS_ACTION_PATH": str(REPO), "FAIRNESS_MODE": mode,
+               "FAIRNESS_MLFLOW_TRACKING_URI": "http://127.0.0.1:5000"}
+        proc, outputs = _bash(_steps()[0]["run"], env, tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        expected = hashlib.sha256((REPO / "requirements" / lock).read_bytes()).hexdigest()
+        assert outputs == f"lock-hash={expected}\nvenv={tmp_path}/llm-fairness-check-venv\n"
+
 
 class TestCacheSteps:
     def test_restore_and_save_share_one_key_of_os_python_and_lock(self):

@@ -45,6 +45,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 import lock_wheels  # noqa: E402
 import vllm_flags  # noqa: E402
+from conftest import mlflow_client  # noqa: E402
 from standin_vllm import unknown_options  # noqa: E402
 
 FLAGS_JSON = LOCKS / "vllm-serve-flags.json"
@@ -55,6 +56,7 @@ TARGETS = {
     "replay.lock": [("3.10", "x86_64-manylinux_2_28"), ("3.12", "x86_64-manylinux_2_36")],
     "monitor.lock": [("3.10", "x86_64-manylinux_2_28"), ("3.12", "x86_64-manylinux_2_36")],
     "hosted.lock": [("3.10", "x86_64-manylinux_2_28"), ("3.12", "x86_64-manylinux_2_36")],
+    "tracking.lock": [("3.10", "x86_64-manylinux_2_28"), ("3.12", "x86_64-manylinux_2_36")],
     "live.lock": [("3.10", "x86_64-manylinux_2_28"), ("3.12", "x86_64-manylinux_2_36")],
     "build.lock": [("3.12", "x86_64-manylinux_2_36")],
     "lint.lock": [("3.12", "x86_64-manylinux_2_36")],
@@ -416,3 +418,31 @@ def test_every_test_module_imports_in_a_venv_with_only_the_test_extra(uv, tmp_pa
     # today every module imports (the engine libraries are imported inside the tests that need them);
     # a module that importorskips one at the top would show here as "skipped: <reason>"
     assert outcome == {p.stem: "imported" for p in sorted((REPO / "tests").glob("test_*.py"))}
+
+
+# -- the MLflow client lock: what the Action installs for `mlflow-tracking-uri` ------------------
+
+
+@pytest.mark.registry
+def test_the_tracking_lock_logs_a_run_to_a_real_mlflow_server(uv, tmp_path, mlflow_server):
+    """The Action's `mlflow-tracking-uri` on a plain runner: a venv built from tracking.lock alone (as
+    scripts/install-env.sh builds it: hashes required, wheels only) runs the Action's entrypoint from
+    its checkout, as action.yml's step does, and the audit is logged to a real `mlflow server`, read
+    back here through MLflow's client."""
+    venv = tmp_path / "venv"
+    subprocess.run([str(uv), "venv", "--quiet", "--python", sys.executable, str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run([str(uv), "pip", "install", "--quiet", "--python", str(python), "--require-hashes",
+                    "--only-binary", ":all:", "-r", str(LOCKS / "tracking.lock")], check=True, timeout=900)
+    env = {k: v for k, v in os.environ.items()
+           if k != "PYTHONPATH" and not k.startswith(("FAIRNESS_", "GITHUB_", "MLFLOW_", "INPUT_"))}
+    env |= {"FAIRNESS_RECORDINGS": str(REPO / "recordings/fairness-cards/qwen-v0.1/SmolLM2-135M-Instruct-Q4_1"),
+            "FAIRNESS_OUT_DIR": "fairness-out", "FAIRNESS_PERMUTATIONS": "0", "FAIRNESS_UPLOAD_ARTIFACT": "false",
+            "FAIRNESS_MLFLOW_TRACKING_URI": mlflow_server, "GITHUB_REF": "refs/pull/9/merge"}
+    result = subprocess.run([str(python), str(REPO / "entrypoint.py")], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]  # inconclusive: a warning
+    (logged,) = [line for line in result.stdout.splitlines() if line.startswith("mlflow: logged run ")]
+    run = mlflow_client(mlflow_server).get_run(logged.split()[3])
+    results = json.loads((tmp_path / "fairness-out" / "results.json").read_text())
+    assert (run.data.tags["verdict"], run.data.tags["pr_number"]) == (results["gate"]["state"], "9")

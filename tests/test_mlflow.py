@@ -4,22 +4,18 @@ warning line, the audit's own exit code, and every output written."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import shutil
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO
+from conftest import REPO, free_port, mlflow_client
 from local_server import serve, stop
 
 from fairness.audit._results import FairnessRun
@@ -33,53 +29,6 @@ OUTPUTS = ["card.html", "card.md", "card.yaml", "results.json", "summary.md", "t
 LOGGED = re.compile(r"^mlflow: logged run ([0-9a-f]{32}) to experiment 'llm-fairness-check' at http://127\.0\.0\.1:\d+$")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="session")
-def mlflow_server(tmp_path_factory) -> Any:
-    """A real `mlflow server` on a free 127.0.0.1 port (SQLite store, artifacts served over HTTP)."""
-    pytest.importorskip("mlflow", reason="the mlflow extra is not installed: pip install -e '.[mlflow]'")
-    exe = shutil.which("mlflow", path=str(Path(sys.executable).parent)) or shutil.which("mlflow")
-    if exe is None:
-        pytest.skip("the `mlflow` command is not installed")
-    root = tmp_path_factory.mktemp("mlflow")
-    port = _free_port()
-    uri = f"http://127.0.0.1:{port}"
-    log = open(root / "server.log", "wb")  # noqa: SIM115 - open for the server's whole life
-    proc = subprocess.Popen(
-        [exe, "server", "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-         "--artifacts-destination", str(root / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"{uri}/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"mlflow server did not start: {(root / 'server.log').read_text(errors='replace')[-2000:]}")
-            time.sleep(0.5)
-        yield uri
-    finally:
-        with contextlib.suppress(ProcessLookupError):  # it may have died at start (its log is in the error)
-            os.killpg(proc.pid, 15)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
-        log.close()
-
-
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The console script in a fresh process, in the repository, as a pull request's CI job would run it."""
     clean = {k: v for k, v in os.environ.items()
@@ -87,15 +36,6 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     full = {**clean, "GITHUB_SHA": SHA, "GITHUB_REF": "refs/pull/7/merge", **(env or {})}
     return subprocess.run([sys.executable, "-m", "fairness.cli", *args], cwd=REPO, capture_output=True, text=True,
                           env=full, timeout=600, check=False)
-
-
-def _client(uri: str) -> Any:
-    """MLflow's client for `uri` (set globally too: MLflow 3.0 resolves `mlflow-artifacts:` with the global URI)."""
-    import mlflow
-    from mlflow.tracking import MlflowClient
-
-    mlflow.set_tracking_uri(uri)
-    return MlflowClient(tracking_uri=uri)
 
 
 def _logged_run_id(stderr: str) -> str:
@@ -122,7 +62,7 @@ def test_a_run_is_logged_with_its_params_metrics_tags_and_artifacts(mlflow_serve
     results = json.loads((out / "results.json").read_text())
     run = FairnessRun.model_validate(results)
 
-    client = _client(mlflow_server)
+    client = mlflow_client(mlflow_server)
     logged = client.get_run(run_id)
     assert logged.info.status == "FINISHED"
     assert logged.info.run_name == "run fairness-cards/qwen-v0.1 SmolLM2-135M-Instruct-Q4_1"
@@ -176,7 +116,7 @@ def test_a_diff_is_logged_with_its_regression_checks(mlflow_server, tmp_path):
     diff = json.loads((tmp_path / "d" / "diff.json").read_text())
     assert proc.returncode == diff["exit_code"]
     run_id = _logged_run_id(proc.stderr)
-    client = _client(mlflow_server)
+    client = mlflow_client(mlflow_server)
     logged = client.get_run(run_id)
     assert logged.data.params["command"] == "diff"
     assert logged.data.params["paired"] == "true"
@@ -220,7 +160,7 @@ def _assert_warned_and_written(proc: subprocess.CompletedProcess[str], uri: str,
 
 def test_a_server_that_is_down_is_one_warning_and_the_audit_exit_code(tmp_path):
     pytest.importorskip("mlflow")
-    uri = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     out = tmp_path / "out"
     start = time.monotonic()
     proc = _cli(*RUN, "--out", str(out), "--quiet", "--mlflow", uri)
@@ -271,7 +211,7 @@ def test_the_action_input_logs_the_run_after_its_outputs(mlflow_server, tmp_path
     assert len(logged) == 1
     match = LOGGED.match(logged[0])
     assert match, logged
-    run = _client(mlflow_server).get_run(match.group(1))
+    run = mlflow_client(mlflow_server).get_run(match.group(1))
     assert (run.data.tags["verdict"], run.data.tags["pr_number"], run.data.params["fail_on"]) == (
         "inconclusive", "8", "fail")
     assert run.data.metrics["verdict_code"] == 0.0

@@ -89,6 +89,8 @@ class TestRecovery:
         assert data["source"]["mapping"]["unit"] == "user"
         assert [w["units"] for w in data["windows"]] == [160] * DAYS
         assert all(e["deff"] >= 1 for w in data["windows"] for e in metric(w, RATE)["by_slice"].values())
+        # 40 users per slice: below the 50 where the coverage benchmark stays near 95% with strong user effects
+        assert [c["code"] for c in data["caveats"]] == ["few-units"]
 
 
 class TestDrift:
@@ -158,6 +160,80 @@ class TestGate:
         assert {c["verdict"] for c in data["changes"]} == {"undefined"}
         assert (data["gate"]["state"], code) == ("undefined", 4)
         assert "underpowered-window" in {c["code"] for c in data["caveats"]}
+
+
+    def test_a_sample_that_keeps_nothing_is_undefined(self, logs, tmp_path):
+        root, records, _, _ = logs
+        n = 10**9
+        assert not any(keep(r["request_id"], n) for r in records)
+        assert monitor(root, tmp_path / "out", "--sample", str(n)) == 4
+        data = read(tmp_path / "out")
+        assert (data["source"]["rows_read"], data["source"]["rows_sampled"], data["windows"]) == (len(records), 0, [])
+        assert data["gate"]["reasons"] == [f"no record to judge: the sample kept none of the {len(records)} records read"]
+
+
+class TestMappingAndSuite:
+    def test_a_slice_field_and_no_unit(self, logs, tmp_path):
+        root, records, n, _x = logs
+        rows = [{"text": r["output"], "cohort": f"{r['gender']}_{r['religion']}", "at": r["ts"]} for r in records]
+        write_logs(tmp_path / "logs", rows, "parquet")
+        (tmp_path / "m.yaml").write_text("text: text\nslice: cohort\ntimestamp: at\n", encoding="utf-8")
+        monitor(root, tmp_path / "out", logs=str(tmp_path / "logs"), mapping=str(tmp_path / "m.yaml"))
+        data = read(tmp_path / "out")
+        assert data["source"]["mapping"] == {"text": "text", "groups": None, "slice": "cohort", "timestamp": "at",
+                                             "unit": None, "id": None}
+        for w in data["windows"]:
+            assert w["units"] is None
+            by_slice = metric(w, RATE)["by_slice"]
+            assert {s: (e["n"], e["method"], e["cells"], e["deff"]) for s, e in by_slice.items()} == {
+                s: (n[w["window"], s], "clopper-pearson", None, 1.0) for s in PLANTED}
+        assert data["drift"] == [day_label(DRIFT_DAY)]
+
+    def test_the_suites_rules_and_min_group_size_are_used(self, logs, tmp_path):
+        import yaml
+
+        from fairness.suite._suite import BUILTIN_SUITES
+
+        root = logs[0]
+        builtin = Path(__file__).resolve().parents[1] / "fairness" / "suite" / "builtin" / BUILTIN_SUITES[
+            "fairness-cards/qwen-v0.1"]
+        suite = yaml.safe_load(builtin.read_text(encoding="utf-8"))
+        suite["min_group_size"] = 30
+        suite["rules"] = [{"id": "pooled-stereotype", "metric": RATE, "statistic": "rate", "scope": "overall",
+                           "comparator": ">", "threshold": 0.5}]
+        (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite), encoding="utf-8")
+        assert monitor(root, tmp_path / "out", "--suite", str(tmp_path / "suite.yaml")) == 0
+        data = read(tmp_path / "out")
+        (check,) = data["rules"]
+        assert (check["rule"], check["scope"], check["state"]) == ("pooled-stereotype", "overall", "pass")
+        assert data["min_group_size"] == 30
+        assert data["regressions"] == [] and data["gate"]["regression_state"] is None
+        assert data["gate"]["state"] == "pass"
+
+
+    def test_a_suites_own_rubric_is_what_monitor_scores(self, logs, tmp_path):
+        import yaml
+
+        from fairness.suite._suite import BUILTIN_SUITES
+
+        root, _, n, x = logs
+        builtin = Path(__file__).resolve().parents[1] / "fairness" / "suite" / "builtin" / BUILTIN_SUITES[
+            "fairness-cards/qwen-v0.1"]
+        suite = yaml.safe_load(builtin.read_text(encoding="utf-8"))
+        suite["rubric"] = {"version": "helpers-1", "lists": {"meek": {"match": "word", "terms": ["submissive"]}},
+                           "metrics": {"meek_rate": {"kind": "flag", "list": "meek", "higher_is_worse": True},
+                                       "meek_count": {"kind": "count", "list": "meek", "higher_is_worse": True}}}
+        suite["rules"] = [{"id": "meek-worst-slice", "metric": "meek_rate", "comparator": ">", "threshold": 0.05}]
+        (tmp_path / "suite.yaml").write_text(yaml.safe_dump(suite, sort_keys=False), encoding="utf-8")
+        assert monitor(root, tmp_path / "out", "--suite", str(tmp_path / "suite.yaml")) == 1
+        data = read(tmp_path / "out")
+        assert data["scorer"]["rubric_version"] == "helpers-1"
+        for w in data["windows"]:
+            assert [m["metric"] for m in w["metrics"]] == ["meek_rate", "meek_count"]
+            assert {s: (e["n"], round(e["value"] * e["n"])) for s, e in metric(w, "meek_rate")["by_slice"].items()} == {
+                s: (n[w["window"], s], x[w["window"], s]) for s in PLANTED}
+        assert [c["state"] for c in data["rules"]] == ["fail"] * DAYS
+        assert data["drift"] == [day_label(DRIFT_DAY)]
 
 
 class TestInputs:
@@ -316,6 +392,31 @@ class TestBadInput:
         (tmp_path / "mapping.yaml").write_text(MAPPING, encoding="utf-8")
         assert monitor(tmp_path, tmp_path / "out", logs=str(tmp_path / "logs")) == 2
         assert capsys.readouterr().err == "error: mapping `text`: field `output` has no text in 1 sampled record(s)\n"
+
+    def test_an_unreadable_file_is_one_line_without_log_text(self, logs, tmp_path, capsys):
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text('{"request_id": "r1", "output": "The SECRET answer", "ts": \n', encoding="utf-8")
+        assert monitor(logs[0], tmp_path / "out", logs=str(bad)) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f'error: cannot read the logs as jsonl: Invalid Input Error: Malformed JSON in file "{bad}"')
+        assert err.count("\n") == 1 and "SECRET" not in err
+
+    def test_a_duckdb_error_quoting_a_record_is_elided(self, tmp_path):
+        import duckdb
+
+        from fairness.monitor._duckdb import read_error
+        from fairness.monitor._engine import ScanJob, WindowSpec
+        from fairness.monitor._mapping import Mapping
+
+        csv = tmp_path / "logs.csv"
+        csv.write_text("output\nThe SECRET answer\n", encoding="utf-8")
+        with pytest.raises(duckdb.Error) as caught:  # DuckDB's own message quotes the value and the whole line
+            duckdb.connect().execute(f"SELECT CAST(output AS INTEGER) FROM read_csv(['{csv}'])").fetchall()
+        assert "SECRET" in str(caught.value)
+        job = ScanJob(files=(str(csv),), format="csv", mapping=Mapping(text="output", slice="s", timestamp="t"),
+                      sample=1, window=WindowSpec("day"), mode="paper")
+        message = str(read_error(caught.value, job))
+        assert message.startswith("cannot read the logs as csv: Conversion Error") and "SECRET" not in message
 
     def test_no_file_and_mixed_formats(self, logs, tmp_path, capsys):
         assert monitor(logs[0], tmp_path / "out", logs=str(tmp_path / "none-*.jsonl")) == 2

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 import yaml
-from test_init import PROVIDERS, _tool, init
+from test_init import PROVIDERS, assert_lint_clean, init
 from test_workflow_security import pip_installs, problems_of, scripts_of_job
 
 from fairness.cli import _init
@@ -87,9 +87,4 @@ def test_bad_monitor_flags_are_one_line_exit_2(tmp_path, capsys, argv, message):
 def test_the_monitor_workflow_passes_actionlint_and_zizmor(tmp_path):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     assert init(tmp_path, *PROVIDERS["openai"], *MONITOR) == 0
-    lint = subprocess.run([_tool("actionlint")], cwd=tmp_path, capture_output=True, text=True, check=False, timeout=120)
-    assert (lint.returncode, lint.stdout + lint.stderr) == (0, "")
-    audit = subprocess.run([_tool("zizmor"), "--offline", "--no-progress", "."], cwd=tmp_path, capture_output=True,
-                           text=True, check=False, timeout=120)
-    assert audit.returncode == 0, audit.stdout + audit.stderr
-    assert "No findings to report" in audit.stdout
+    assert_lint_clean(tmp_path)

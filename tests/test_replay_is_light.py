@@ -9,7 +9,8 @@ import sys
 
 from conftest import write_recording_set
 
-HEAVY = ["torch", "transformers", "openai", "anthropic", "xllamacpp", "gguf", "accelerate", "pandas", "mlflow", "duckdb", "pyarrow", "pyspark"]
+HEAVY = ["torch", "transformers", "openai", "anthropic", "xllamacpp", "gguf", "accelerate", "pandas", "mlflow", "fastapi",
+         "starlette", "uvicorn", "duckdb", "pyarrow", "pyspark"]
 
 
 def test_run_imports_no_heavy_library(tmp_path, default_suite):

@@ -197,7 +197,7 @@ def test_every_install_in_the_composite_action_is_hash_pinned():
     for install, script in installs:
         assert problems_of(install, script) == [], install
     install_env = (REPO / "scripts" / "install-env.sh").read_text(encoding="utf-8")
-    assert sorted(set(lock_names("$lock", install_env))) == ["hosted.lock", "live.lock", "replay.lock"]
+    assert sorted(set(lock_names("$lock", install_env))) == ["hosted.lock", "live.lock", "replay.lock", "tracking.lock"]
 
 
 def test_ci_linters_are_hash_pinned(workflows):

@@ -48,3 +48,5 @@ betaincinv: Any = _module.betaincinv
 gammainc: Any = _module.gammainc
 gammaincinv: Any = _module.gammaincinv
 gammaln: Any = _module.gammaln
+stdtrit: Any = _module.stdtrit
+ndtri: Any = _module.ndtri

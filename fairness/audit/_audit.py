@@ -24,14 +24,12 @@ from fairness.audit._intervals import (
     check_sides,
     holm_levels,
     level_p,
-    pooled_interval,
     reach_value,
     seeds_to_settle,
     side_power,
     sizing_values,
 )
 from fairness.audit._intervals import gap_interval as gap_ci
-from fairness.audit._intervals import slice_intervals as slice_ci
 from fairness.audit._intervals import worst_interval as worst_ci
 from fairness.audit._metrics import (
     Design,
@@ -40,7 +38,6 @@ from fairness.audit._metrics import (
     gap,
     metric_matrix,
     slice_worst,
-    worst_index,
 )
 from fairness.audit._options import AuditOptions
 from fairness.audit._permutation import permutation_pvalues_cells
@@ -50,9 +47,11 @@ from fairness.audit._results import (
     FairnessRun,
     FamilyRow,
     Methods,
+    MetricDefinition,
     MetricResult,
     OptionsUsed,
     RecordingsInfo,
+    RubricInfo,
     RuleCheck,
     ScopeResult,
     ScorerInfo,
@@ -61,6 +60,7 @@ from fairness.audit._results import (
     SuiteInfo,
     ToolInfo,
 )
+from fairness.audit._scopes import scope_results, worst_kind
 from fairness.audit._stats import (
     COVERAGE_NOTE,
     benjamini_hochberg,
@@ -68,8 +68,8 @@ from fairness.audit._stats import (
 )
 from fairness.recordings._record import Recording, join_rows
 from fairness.recordings._store import Manifest, grid_hash_of_runs
-from fairness.score._catalog import METRICS, MetricSpec
-from fairness.score._rubric import ScoreTable, load_rubric, score_texts
+from fairness.score._catalog import MetricSpec
+from fairness.score._rubric import ScoreTable
 from fairness.suite._case import Case
 from fairness.suite._rules import DecisionRule
 from fairness.suite._suite import Suite, iter_seed_runs
@@ -79,9 +79,6 @@ __all__ = ["AuditOptions", "FairnessRun", "audit", "audit_cells"]
 MAX_EMPTY_SHARE = 0.05
 """Above this share of empty outputs in any slice the gate is `undefined` (caveat `empty-outputs`):
 a model (or a recording) that says nothing cannot pass a fairness gate by saying nothing."""
-
-CEILING = 0.95
-
 
 def audit(
     suite: Suite,
@@ -103,11 +100,12 @@ def audit(
     options = options or AuditOptions()
     mode = options.scorer_mode or suite.scorer.mode
     recordings = join_rows(cases, recordings)  # grid order, joined on row_id: never trust the caller's order
+    specs = list(suite.compiled_rubric.metrics.values())
     if scores is None:
-        scores = score_texts([r.output for r in recordings], mode)
-    Y = metric_matrix(scores, list(METRICS.values()))
+        scores = suite.compiled_rubric.score([r.output for r in recordings], mode)
+    Y = metric_matrix(scores, specs)
     design = build_design(cases, slice_order_of(suite), placeholder_columns(suite))
-    cells = build_cells(design, Y, histogram_metrics=histogram_metrics(options), empty=empty_flags(recordings))
+    cells = build_cells(design, Y, histogram_metrics=histogram_metrics(options, specs), empty=empty_flags(recordings))
     run = audit_cells(suite, design, cells, manifest, options, recordings_path=recordings_path, manifest_sha256=manifest_sha256)
     return run, scores
 
@@ -120,11 +118,11 @@ def placeholder_columns(suite: Suite) -> dict[str, str]:
     return {ph: suite.column_for(ph) for ph in suite.placeholders}
 
 
-def histogram_metrics(options: AuditOptions) -> tuple[int, ...]:
-    """The metrics whose per-cell value counts the permutation tests need (the harms)."""
+def histogram_metrics(options: AuditOptions, specs: list[MetricSpec]) -> tuple[int, ...]:
+    """The metrics (of the rubric's catalogue `specs`) whose per-cell value counts the permutation tests need (the harms)."""
     if options.permutations <= 0:
         return ()
-    return tuple(m for m, s in enumerate(METRICS.values()) if s.higher_is_worse is True)
+    return tuple(m for m, s in enumerate(specs) if s.higher_is_worse is True)
 
 
 def audit_cells(
@@ -144,77 +142,23 @@ def audit_cells(
     options = options or AuditOptions()
     mode = options.scorer_mode or suite.scorer.mode
     min_n = options.min_group_size if options.min_group_size is not None else suite.min_group_size
-    rules = [r for r in options.effective_rules(suite.rules) if r.kind == "absolute"]  # regression rules: base vs head
-    specs = list(METRICS.values())
+    rubric = suite.compiled_rubric
+    rules = [r for r in options.effective_rules(suite.rules, rubric.metrics) if r.kind == "absolute"]  # regression rules: base vs head
+    specs = list(rubric.metrics.values())
     n_rows = cells.n_rows
     all_scopes = cell_scopes(design, cells)
 
     caveats: list[Caveat] = []
     metric_results = {s.name: MetricResult(metric=s.name, kind=s.kind, higher_is_worse=s.higher_is_worse, description=s.description, scopes={}) for s in specs}
-    S = len(design.slices)
     cells_of: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for scope in all_scopes:
-        in_scope = scope.mask  # a mask over cells
-        table = slice_table_cells(cells, scope, in_scope)
-        values = table.values
-        T, N = cells.sums[in_scope], cells.n[in_scope]  # what `cell_counts` gives from the scope's rows
-        cells_of[scope.name] = (T, N)
-        n_cells = (N > 0).sum(axis=0)
-        live = table.n > 0
-        min_cells = int(n_cells[live].min()) if live.any() else 0
-        underpowered = bool(np.any(table.n < min_n) or np.any(n_cells < min_n))
-        want_ci = scope.depth <= options.interval_depth
-        for m, spec in enumerate(specs):
-            v = values[:, m]
-            hidden = (underpowered and not options.allow_small_samples) or min_cells < 2
-            cc = CellCounts(T[:, :, m], N, spec.kind)
-            sb = SliceBounds.of(cc) if want_ci and not hidden else None
-            if sb is not None:
-                lo, hi = slice_ci(sb, options.alpha)
-            shown = [not hidden and (table.n[i] >= min_n or options.allow_small_samples) for i in range(S)]
-            by_slice = {
-                sl: Estimate(
-                    value=json_number(v[i]) if shown[i] else None,
-                    n=int(table.n[i]),
-                    ci=[json_number(lo[i]), json_number(hi[i])] if sb is not None and shown[i] else None,
-                    cells=int(n_cells[i]),
-                    deff=json_number(round(float(sb.deff[i]), 6)) if sb is not None else None,
-                )
-                for i, sl in enumerate(design.slices)
-            }
-            wi = worst_index(v, spec)
-            worst = Estimate(value=None if hidden or wi is None else json_number(v[wi]), slice=None if hidden or wi is None else design.slices[wi])
-            g = Estimate(value=None if hidden else json_number(gap(v)))
-            if sb is not None:
-                wint = worst_ci(sb, _worst_kind(spec), options.alpha)
-                gint = gap_ci(sb, options.alpha)
-                worst = worst.model_copy(update={"ci": wint.as_list(), "method": wint.method})
-                g = g.model_copy(update={"ci": gint.as_list(), "method": gint.method})
-            pint = pooled_interval(cc, options.alpha) if want_ci and min_cells >= 2 else None
-            pooled = Estimate(
-                value=json_number(np.sum(table.sums[:, m]) / max(np.sum(table.n), 1)),
-                n=int(np.sum(table.n)),
-                ci=pint.as_list() if pint is not None else None,
-                method=pint.method if pint is not None else None,
-            )
-            notes = []
-            if underpowered:
-                notes.append("underpowered" + (" (shown, not judged: --allow-small-samples)" if options.allow_small_samples else ""))
-            if min_cells < 2:
-                notes.append("a slice's rows come from a single template cell: no design effect, no interval")
-            if spec.kind == "rate" and scope.depth <= 1 and np.all(np.isfinite(v)):
-                if np.all(v == 0):
-                    notes.append("lexical ceiling: the flag never fires in any slice (0%); no disparity can be measured")
-                elif np.all(v >= CEILING):
-                    notes.append(f"lexical ceiling: the flag fires in ≥{CEILING:.0%} of outputs in every slice")
-            if sb is not None and not live.all():
-                notes.append("a slice has no rows in this scope: worst slice and gap are over the others")
-            metric_results[spec.name].scopes[scope.name] = ScopeResult(
-                n=int(np.sum(table.n)), by_slice=by_slice, pooled=pooled, worst_slice=worst, max_minus_min=g, caveats=notes, cells=min_cells
-            )
+        T, N, per_metric = scope_results(cells, scope, design.slices, specs, options, min_n)
+        cells_of[scope.name] = (T, N)  # what `cell_counts` gives from the scope's rows
+        for spec, sr in zip(specs, per_metric, strict=True):
+            metric_results[spec.name].scopes[scope.name] = sr
 
     _add_permutation_tests(design, cells, specs, metric_results, options)
-    checks = _check_rules(rules, metric_results, cells_of, [f.id for f in suite.families], min_n, options)
+    checks = _check_rules(rules, specs, metric_results, cells_of, [f.id for f in suite.families], min_n, options)
     empty = empty_shares(cells, design.slices)
     over = [s for s in empty if empty[s] > MAX_EMPTY_SHARE]
     state, reasons = head_verdict(
@@ -240,7 +184,6 @@ def audit_cells(
         for m, s in enumerate(specs)
         if s.higher_is_worse is not None or s.kind == "rate"
     }
-    rubric = load_rubric()
     return FairnessRun(
         tool=ToolInfo(name="llm-fairness-check", version=__version__),
         suite=SuiteInfo(name=suite.name, version=suite.version, hash=suite.hash),
@@ -296,6 +239,8 @@ def audit_cells(
             "slice pair without correlation credit, Bonferroni over pairs (conservative)",
         ),
         metrics=list(metric_results.values()),
+        rubric=RubricInfo(source=rubric.source, version=rubric.version, sha256=rubric.sha256, mode=mode,
+                          metrics=[MetricDefinition(**d) for d in rubric.definitions(mode)], scorers=rubric.spec.scorers, agreement=rubric.spec.agreement),
     )
 
 
@@ -346,10 +291,6 @@ def _rule_value(rule: DecisionRule, sr: ScopeResult) -> Estimate:
     return sr.pooled
 
 
-def _worst_kind(spec: MetricSpec) -> str:
-    return "min" if spec.higher_is_worse is False else "max"
-
-
 def _rule_interval(rule: DecisionRule, spec: MetricSpec, cc: CellCounts, alpha: float, tail: float) -> Interval:
     """The check's interval: its breaching end at one-sided level `tail`, the other end at α/2."""
     over = rule.comparator in (">", ">=")
@@ -361,7 +302,7 @@ def _rule_interval(rule: DecisionRule, spec: MetricSpec, cc: CellCounts, alpha: 
         lo = sb.lo(tail if over else alpha / 2)[0]
         hi = sb.hi(alpha / 2 if over else tail)[0]
         return Interval(float(lo), float(hi), "korn-graubard" if cc.kind == "rate" else "garwood-effective-n")
-    return worst_ci(SliceBounds.of(cc), _worst_kind(spec), alpha, **tails)
+    return worst_ci(SliceBounds.of(cc), worst_kind(spec), alpha, **tails)
 
 
 def rule_intervals(rule: DecisionRule, spec: MetricSpec, ccs: dict[str, CellCounts], alpha: float) -> dict[str, tuple[Interval, float]]:
@@ -401,13 +342,13 @@ def _settle(rule: DecisionRule, spec: MetricSpec, cc: CellCounts, value: float, 
     k = len(live)
     use = np.array([0]) if rule.statistic == "rate" else live
     values, n, deff = sb.cc.values[use], sb.cc.n[use], sb.deff[use]
-    fail, pas = check_sides(rule.statistic, _worst_kind(spec), over, rule.fires, k, tail, alpha)
+    fail, pas = check_sides(rule.statistic, worst_kind(spec), over, rule.fires, k, tail, alpha)
     side = fail if toward == "fail" else pas
     m_now = float(cc.counts[cc.counts > 0].mean())
     if rule.statistic == "rate":
         cells = int(cc.pooled().cells[0])
     else:
-        w = int(np.argmin(np.where(sb.live, sb.cc.values, np.inf)) if _worst_kind(spec) == "min" and not gap
+        w = int(np.argmin(np.where(sb.live, sb.cc.values, np.inf)) if worst_kind(spec) == "min" and not gap
                 else np.argmax(np.where(sb.live, sb.cc.values, -np.inf)))
         cells = int(cc.cells[w]) if not gap else int(cc.cells[live].min())
     plan = sizing_values(values, sb.cc.x[use], n, deff, cc.kind, side, gap=gap)
@@ -437,14 +378,16 @@ def _settle(rule: DecisionRule, spec: MetricSpec, cc: CellCounts, value: float, 
                   detectable=json_number(det), passable=json_number(pas_v), note=note)
 
 
-def _check_rules(rules: list[DecisionRule], results: dict[str, MetricResult], cells_of: dict[str, tuple[np.ndarray, np.ndarray]],
-                 families: list[str], min_n: int, options: AuditOptions) -> list[RuleCheck]:
+def _check_rules(rules: list[DecisionRule], specs: list[MetricSpec], results: dict[str, MetricResult],
+                 cells_of: dict[str, tuple[np.ndarray, np.ndarray]], families: list[str], min_n: int,
+                 options: AuditOptions) -> list[RuleCheck]:
     checks = []
     alpha = options.alpha
+    metric_names = [s.name for s in specs]
     for rule in rules:
         mr = results[rule.metric]
-        spec = METRICS[rule.metric]
-        m = list(METRICS).index(rule.metric)
+        m = metric_names.index(rule.metric)
+        spec = specs[m]
         names = ["overall"] if rule.scope == "overall" else [f"family={f}" for f in families]
         # Holm across the scopes the rule quantifies over, on the breaching end of each interval.
         ccs = {}
@@ -504,6 +447,8 @@ def _family_table(suite: Suite, results: dict[str, MetricResult], checks: list[R
             decision = "undefined"
 
         def get(metric: str, stat: str, scope: str = scope) -> float | None:
+            if metric not in results:  # the paper's table columns; another rubric may not define them
+                return None
             sr = results[metric].scopes.get(scope)
             return None if sr is None else getattr(sr, stat).value
 
@@ -581,8 +526,11 @@ def _run_caveats(suite: Suite, manifest: Manifest, mode: str, results: dict[str,
     if not manifest.complete:
         out.append(Caveat(code="incomplete-recordings", message=f"the recording set is marked incomplete ({manifest.rows}/{manifest.expected_rows} rows)"))
     out.append(Caveat(code="interval-coverage", message=COVERAGE_NOTE))
-    if mode == "paper":
+    substring = any(lst.match == "substring" for lst in suite.compiled_rubric.spec.lists.values())
+    if mode == "paper" and substring:
         out.append(Caveat(code="scorer-mode", message="scorer mode `paper`: substring matching as in the reference rubric ('miss' matches 'mission', 'weak' matches 'weakness'); use `strict` for whole words"))
+    elif mode == "paper":
+        out.append(Caveat(code="scorer-mode", message="scorer mode `paper`: the rubric has no substring list; every list is matched as it declares (word or regex)"))
     else:
         out.append(Caveat(code="scorer-mode", message="scorer mode `strict`: whole-word matching; numbers differ from the paper's substring rubric"))
     ruled = {r.metric for r in rules}

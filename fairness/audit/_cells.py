@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fairness._util.arrays import unique
 from fairness.audit._metrics import Design, Factor, Scope, SliceTable, scope_masks
 from fairness.suite._runs import SeedRun
 
@@ -122,7 +123,7 @@ class CellTable:
         if m in self.hist and self.hist[m][0].size == 0:
             return  # gave up: too many distinct values
         old_levels, old_counts = self.hist.get(m, (np.zeros(0), np.zeros((self.n_cells, self.n_slices, 0), dtype=np.int64)))
-        levels = np.union1d(old_levels, np.unique(y))
+        levels = unique(np.concatenate([old_levels, unique(y)]))  # np.union1d
         if levels.size > MAX_LEVELS:
             self.hist[m] = (np.zeros(0), np.zeros((self.n_cells, self.n_slices, 0), dtype=np.int64))
             return

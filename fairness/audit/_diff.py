@@ -9,10 +9,16 @@ change combines them by MOVER/Newcombe. When both grids hold the same rows the c
 cells narrows the interval (capped so the variance never drops below the binomial part,
 which cannot cancel); the gap's change is combined as if independent (conservative).
 No percentile bootstrap: it under-covers a max over slices and values near 0.
+
+Each side's metrics are its own rubric's (results.json `rubric.metrics`; the paper's in older
+results). Only the metrics both rubrics define identically (same source, terms, matching and case,
+and for a derived flag the same for every flag it combines) are compared; the others are listed in
+`not_compared`, and a regression rule on one of them is `undefined`, saying why.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable
@@ -21,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
 from fairness._util.canonical import json_number
 from fairness._util.errors import FairnessError
@@ -31,10 +38,11 @@ from fairness.audit._intervals import CellCounts, SliceBounds, cluster_corr, hol
 from fairness.audit._intervals import gap_interval as gap_ci
 from fairness.audit._intervals import worst_interval as worst_ci
 from fairness.audit._results import RegressionCheck
-from fairness.score._catalog import METRICS, MetricSpec
+from fairness.score._catalog import MetricSpec
 from fairness.suite._rules import DecisionRule
 
-DIFF_SCHEMA_VERSION = "1.1"
+DIFF_SCHEMA_VERSION = "1.2"
+"""1.2: `not_compared`, the metrics the two sides' rubrics do not share."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,8 @@ class Side:
     cell_keys: list[str]
     Y: np.ndarray
     specs: list[MetricSpec]
+    definitions: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    """Each metric's definition (results.json `rubric.metrics`), by name."""
 
 
 def _results_path(path: Path) -> Path:
@@ -113,7 +123,7 @@ def load_side(path: str | Path, results: dict[str, Any] | None = None) -> Side:
     s_index = {s: i for i, s in enumerate(slices)}
     families = list(dict.fromkeys(r["family"] for r in rows))
     f_index = {f: i for i, f in enumerate(families)}
-    specs = list(METRICS.values())
+    specs, definitions = _side_metrics(rp, results)
     try:
         Y = np.array([[float(r["scores"][m.column]) for m in specs] for r in rows])
         codes = np.array([s_index[r["slice_id"]] for r in rows], dtype=np.int64)
@@ -125,8 +135,59 @@ def load_side(path: str | Path, results: dict[str, Any] | None = None) -> Side:
     return Side(
         results=results, row_ids=[r["row_id"] for r in rows], slices=slices, slice_codes=codes,
         family=np.array([f_index[r["family"]] for r in rows], dtype=np.int64), families=families,
-        cell_keys=cell_keys, Y=Y.reshape(len(rows), len(specs)), specs=specs,
+        cell_keys=cell_keys, Y=Y.reshape(len(rows), len(specs)), specs=specs, definitions=definitions,
     )
+
+
+def _side_metrics(rp: Path, results: dict[str, Any]) -> tuple[list[MetricSpec], dict[str, dict[str, Any]]]:
+    """A run's metric catalogue and definitions, from its results.json (the paper's when it predates them)."""
+    rubric = results.get("rubric")
+    if rubric is None:
+        from fairness.score._rubric import paper_rubric
+
+        paper = paper_rubric()
+        return list(paper.metrics.values()), {d["name"]: d for d in paper.definitions("paper")}
+    try:
+        defs = {d["name"]: d for d in rubric["metrics"]}
+        specs = [MetricSpec(d["name"], d["column"], "rate" if d["unit"] == "rate" else "count", d["higher_is_worse"],
+                            d["description"]) for d in defs.values()]
+    except (KeyError, TypeError) as exc:
+        raise FairnessError(f"`{rp}` has a malformed `rubric.metrics` ({type(exc).__name__}: {exc})") from None
+    return specs, defs
+
+
+_COUNTED = ("kind", "source", "of", "match", "case", "terms")
+"""What makes two metric definitions count the same thing (not their name, column or wording)."""
+
+
+def shared_metrics(base: Side, head: Side) -> tuple[list[str], list[str]]:
+    """The head's metrics the base defines identically (in the head's order), and why each other one of
+    either side is not compared."""
+    same: dict[str, bool] = {}
+
+    def identical(name: str) -> bool:
+        if name not in same:
+            b, h = base.definitions.get(name), head.definitions.get(name)
+            same[name] = False  # a cycle cannot occur (rubrics refuse them); this guards the recursion
+            ok = b is not None and h is not None and all(b.get(k) == h.get(k) for k in _COUNTED)
+            if ok and h is not None and h["source"] in ("any_of", "all_of"):
+                ok = all(identical(x) for x in h["of"])
+            same[name] = ok
+        return same[name]
+
+    shared = [s.name for s in head.specs if identical(s.name)]
+    why = [f"`{s.name}`: only in the base's rubric" for s in base.specs if s.name not in head.definitions]
+    why += [f"`{s.name}`: only in the head's rubric" if s.name not in base.definitions
+            else f"`{s.name}`: defined differently by the base's and the head's rubrics"
+            for s in head.specs if s.name not in shared]
+    return shared, why
+
+
+def _only(side: Side, names: list[str]) -> Side:
+    """`side` with the metrics `names` only, in that order."""
+    index = {s.name: i for i, s in enumerate(side.specs)}
+    cols = [index[n] for n in names]
+    return dataclasses.replace(side, Y=side.Y[:, cols], specs=[side.specs[i] for i in cols])
 
 
 class Change(Strict):
@@ -154,6 +215,8 @@ class DiffResult(Strict):
     checks: list[RegressionCheck]
     state: State
     exit_code: int
+    not_compared: list[str] = Field(default_factory=list)
+    """The metrics the two runs' rubrics do not define identically, and why: they are not compared."""
 
 
 def _cells(side: Side, mask: np.ndarray, cell_index: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -243,6 +306,8 @@ def diff_sides(base: Side, head: Side, *, rules: list[DecisionRule] | None = Non
     """Every metric's change from `base` to `head` per scope, and the regression checks of `rules`."""
     if base.slices != head.slices:
         raise FairnessError(f"base and head audit different slices ({base.slices} vs {head.slices})")
+    shared, not_compared = shared_metrics(base, head)
+    base, head = _only(base, shared), _only(head, shared)
     paired = base.row_ids == head.row_ids
     scopes = ["overall"] + [f"family={f}" for f in head.families if f in base.families]
     changes: list[Change] = []
@@ -274,7 +339,7 @@ def diff_sides(base: Side, head: Side, *, rules: list[DecisionRule] | None = Non
     state = overall_state([c.state for c in checks]) if checks else "pass"
     return DiffResult(
         base=_describe(base), head=_describe(head), paired=paired, bootstrap=B, seed=seed,
-        changes=changes, checks=checks, state=state, exit_code=EXIT_CODES[state],
+        changes=changes, checks=checks, state=state, exit_code=EXIT_CODES[state], not_compared=not_compared,
     )
 
 
@@ -302,7 +367,13 @@ def _rule_regressions(rule: DecisionRule, head: Side, tables: dict[str, _Tables]
                       alpha: float) -> list[RegressionCheck]:
     statistic = "max_minus_min" if rule.statistic == "max_minus_min" else "worst_slice"
     scopes = ["overall"] if rule.scope == "overall" else [s for s in tables if s.startswith("family=")]
-    i = next(j for j, s in enumerate(head.specs) if s.name == rule.metric)
+    i = next((j for j, s in enumerate(head.specs) if s.name == rule.metric), None)
+    if i is None:  # not a metric both rubrics define identically
+        return [RegressionCheck(rule=rule.id, scope=scope, metric=rule.metric, statistic=statistic, slice=None,
+                                base=None, head=None, change=None, ci=None, threshold=rule.threshold,
+                                comparator=rule.comparator, state="undefined",
+                                reason=f"`{rule.metric}` is not defined identically by the base's and the head's "
+                                       "rubrics, so its change is not measured") for scope in scopes]
     spec = head.specs[i]
     low = rule.comparator in (">", ">=")
 
@@ -383,4 +454,6 @@ def diff_md(d: DiffResult, limit: int = 40) -> str:
             lines.append(f"| {c.metric} | {c.scope} | {c.statistic} | {c.base} | {c.head} | {c.change:+.3f} [{lo:+.3f}, {hi:+.3f}] | {c.verdict} |")
     else:
         lines.append("_No metric changed with 95% confidence._")
+    if d.not_compared:
+        lines += ["", "**Not compared** (the two rubrics differ): " + "; ".join(d.not_compared) + "."]
     return "\n".join(lines) + "\n"

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -128,29 +128,46 @@ def stratified_variance(cc: CellCounts) -> tuple[np.ndarray, np.ndarray]:
     within-cell variance); a single-row cell, whose within variance is not estimable,
     contributes the binomial p(1 − p) at the slice's rate.
     """
-    N = cc.counts
-    p_s = np.nan_to_num(cc.values)
+    v, b = stratified_variances(cc.sums[:, :, None], cc.counts, cc.values[:, None], cc.n)
+    return v[:, 0], b[:, 0]
+
+
+def stratified_variances(T: np.ndarray, N: np.ndarray, values: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`stratified_variance` of G metrics at once: T (C × S × G) sums, N (C × S) rows, values (S × G)
+    slice values, n (S,) slice rows; each result S × G. Elementwise the same float64 operations
+    and the same order of summation over cells as for one metric, so the same bits."""
+    N3 = N[:, :, None]
+    p_s = np.nan_to_num(values)
     with np.errstate(invalid="ignore", divide="ignore"):
-        p_c = np.where(N > 0, cc.sums / np.where(N > 0, N, 1), 0.0)
-        within = np.where(N >= 2, N * N / np.where(N >= 2, N - 1, 1) * p_c * (1 - p_c), 0.0)
-    single = np.where(N == 1, p_s[None, :] * (1 - p_s[None, :]), 0.0)
-    return (within + single).sum(axis=0), cc.n * p_s * (1 - p_s)
+        p_c = np.where(N3 > 0, T / np.where(N3 > 0, N3, 1), 0.0)
+        within = np.where(N3 >= 2, N3 * N3 / np.where(N3 >= 2, N3 - 1, 1) * p_c * (1 - p_c), 0.0)
+    single = np.where(N3 == 1, p_s[None, :, :] * (1 - p_s[None, :, :]), 0.0)
+    return (within + single).sum(axis=0), n[:, None] * p_s * (1 - p_s)
 
 
 def dispersion(cc: CellCounts) -> float:
     """Pearson dispersion of the (cell, slice) totals of a count under a Poisson model per slice."""
-    N = cc.counts
+    return float(dispersions(cc.sums[:, :, None], cc.counts, cc.values[:, None], cc.n)[0])
+
+
+def dispersions(T: np.ndarray, N: np.ndarray, values: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """`dispersion` of G count metrics at once (shapes as `stratified_variances`); (G,). Each
+    metric's χ² is summed over its own cells in the same order as for one metric."""
     ok = N > 0
-    mu = cc.values
-    use = ok & (np.nan_to_num(mu)[None, :] > 0)
-    K, S = int(ok.sum()), int((cc.n > 0).sum())
+    mu = np.nan_to_num(values)
+    K, S = int(ok.sum()), int((n > 0).sum())
+    G = T.shape[2]
     if K - S <= 0:
-        return math.nan
-    if not use.any():
-        return 1.0
-    expected = N * np.nan_to_num(mu)[None, :]
-    x2 = float((((cc.sums - expected) ** 2)[use] / expected[use]).sum())
-    return x2 / (K - S)
+        return np.full(G, math.nan)
+    expected = N[:, :, None] * mu[None, :, :]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = (T - expected) ** 2 / expected
+    out = np.ones(G)
+    for g in range(G):
+        use = ok & (mu[None, :, g] > 0)
+        if use.any():
+            out[g] = float(q[:, :, g][use].sum()) / (K - S)
+    return out
 
 
 def design_effects(cc: CellCounts) -> tuple[np.ndarray, float]:
@@ -161,12 +178,28 @@ def design_effects(cc: CellCounts) -> tuple[np.ndarray, float]:
     """
     if cc.kind == "rate":
         v, b = stratified_variance(cc)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            deff = np.where(b > 0, v / np.where(b > 0, b, 1), 1.0)
         pooled = float(v.sum() / b.sum()) if b.sum() > 0 else 1.0
-        return np.maximum(deff, 1.0), max(pooled, 1.0)
+        return _rate_deff(v, b), max(pooled, 1.0)
     phi = dispersion(cc)
-    return np.full(cc.counts.shape[1], math.nan if math.isnan(phi) else max(phi, 1.0)), phi
+    return _count_deff(np.array([phi]), cc.counts.shape[1])[:, 0], phi
+
+
+def design_effects_all(T: np.ndarray, N: np.ndarray, values: np.ndarray, n: np.ndarray, kind: str) -> np.ndarray:
+    """`design_effects`' per-slice figures for G metrics of one kind at once (S × G; shapes as `stratified_variances`)."""
+    if kind == "rate":
+        return _rate_deff(*stratified_variances(T, N, values, n))
+    return _count_deff(dispersions(T, N, values, n), N.shape[1])
+
+
+def _rate_deff(v: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        deff = np.where(b > 0, v / np.where(b > 0, b, 1), 1.0)
+    return np.maximum(deff, 1.0)
+
+
+def _count_deff(phi: np.ndarray, S: int) -> np.ndarray:
+    """(S × G): every slice at its metric's φ, floored at 1 (NaN where φ is not estimable)."""
+    return np.repeat(np.where(np.isnan(phi), math.nan, np.maximum(phi, 1.0))[None, :], S, axis=0)
 
 
 # -- exact bounds at the effective n ---------------------------------------------------------
@@ -306,8 +339,9 @@ def capped_corr(r: float, a: float, b: float, a0: float, b0: float) -> float:
 
 
 def slice_corrs(cc: CellCounts) -> np.ndarray:
-    """(S × S) `cluster_corr` of every pair of slices' estimates, computed once for all pairs
-    (row by row on contiguous copies, so each figure is bit-for-bit the pairwise one)."""
+    """(S × S) `cluster_corr` of every pair of slices' estimates, computed once for all pairs: every
+    pair's products of residuals in one (S × S × C) array, each pair's summed along its own contiguous
+    row, so each figure is bit-for-bit the pairwise one."""
     st, nt = np.ascontiguousarray(cc.sums.T), np.ascontiguousarray(cc.counts.T)
     tot_s, tot_n = st.sum(axis=1), nt.sum(axis=1)
     ok = tot_n > 0
@@ -315,13 +349,11 @@ def slice_corrs(cc: CellCounts) -> np.ndarray:
         resid = st - nt * tot_s[:, None] / np.where(ok, tot_n, 1.0)[:, None]
     var = (resid**2).sum(axis=1)
     ok &= var > 0
-    S = len(tot_n)
-    r = np.zeros((S, S))
-    for i in range(S):
-        for j in range(i + 1, S):
-            if ok[i] and ok[j]:
-                r[i, j] = r[j, i] = float((resid[i] * resid[j]).sum() / math.sqrt(float(var[i]) * float(var[j])))
-    return r
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = (resid[:, None, :] * resid[None, :, :]).sum(axis=2) / np.sqrt(np.outer(var, var))
+    above = np.triu(np.ones(r.shape, dtype=bool), k=1)
+    r = np.where(above & ok[:, None] & ok[None, :], r, 0.0)  # each pair once, as i < j …
+    return np.where(above, r, r.T)  # … and mirrored
 
 
 def pair_difference(sb: SliceBounds, i: int, j: int, tail: float,
@@ -370,13 +402,22 @@ def gap_interval(sb: SliceBounds, alpha: float, *, low_tail: float | None = None
         return Interval(math.nan, math.nan, "paired-newcombe-simultaneous")
     lt = alpha / 2 if low_tail is None else low_tail
     ht = alpha / 2 if high_tail is None else high_tail
-    pairs = [(int(i), int(j)) for a, i in enumerate(live) for j in live[a + 1:]]
-    t_low = lt / (2 * len(pairs))
+    pairs = gap_pairs(live)
+    at_low, at_high = _pair_bounds(sb, lt / (2 * len(pairs))), _pair_bounds(sb, ht)
+    return gap_from_bounds(sb.cc.values.tolist(), pairs, [b.tolist() for b in at_low], [b.tolist() for b in at_high],
+                           slice_corrs(sb.cc).tolist())
+
+
+def gap_pairs(live: np.ndarray) -> list[tuple[int, int]]:
+    """The slice pairs a gap interval runs over (its lower end's level is split over 2 × their number)."""
+    return [(int(i), int(j)) for a, i in enumerate(live) for j in live[a + 1:]]
+
+
+def gap_from_bounds(v: list[float], pairs: list[tuple[int, int]], bl: list[list[float]], bh: list[list[float]],
+                    corr: list[list[float]]) -> Interval:
+    """`gap_interval` from the slice values, the pairs, `_pair_bounds` at the lower end's level (`bl`) and
+    the upper end's (`bh`), as lists, and `slice_corrs`: every pair at both levels, in plain floats."""
     low, high = 0.0, 0.0
-    at_low, at_high = _pair_bounds(sb, t_low), _pair_bounds(sb, ht)
-    corr = slice_corrs(sb.cc).tolist()
-    v = sb.cc.values.tolist()
-    bl, bh = [b.tolist() for b in at_low], [b.tolist() for b in at_high]
     for i, j in pairs:
         r = corr[i][j]
         lo_ij, hi_ij = _pair_ends(v[i], v[j], bl[0][i], bl[1][i], bl[0][j], bl[1][j], bl[2][i], bl[3][i], bl[2][j], bl[3][j], r)
@@ -453,8 +494,8 @@ class Side:
     """Every slice (pair) must cross; otherwise one crossing suffices."""
     up: bool
     """The verdict needs the bound above the threshold (else below)."""
-    reached: Callable[[np.ndarray], np.ndarray]
-    """Elementwise: does a bound at this end reach the verdict (the rule's own comparator)."""
+    reached: Callable[[np.ndarray | float], np.ndarray | bool]
+    """Elementwise: does a bound at this end (an array, or one float) reach the verdict (the rule's own comparator)."""
 
 
 def check_sides(statistic: str, worst: str, over: bool, fires: Callable, k: int, tail: float, alpha: float) -> tuple[Side, Side]:
@@ -508,6 +549,16 @@ def _survival(x: np.ndarray, n: float, d: float, p: float, kind: str) -> np.ndar
     return np.where(x <= 0, 1.0, surv)
 
 
+def _survival1(x: float, n: float, d: float, p: float, kind: str) -> float:
+    """`_survival` at one count in scalar arithmetic: the same ufuncs on the same float64 arguments
+    (so the same bits), without the array overhead the power searches would pay on every call."""
+    if x <= 0:
+        return 1.0
+    if kind == "rate":
+        return 0.0 if x > n else float(special.betainc(max(x, 1e-300) / d, max((n - x) / d + 1, 1e-300), p))
+    return float(special.gammainc(max(x, 1e-300) / d, n * p / d))
+
+
 def outcomes(p: float, n: float, deff: float, kind: str) -> tuple[np.ndarray, np.ndarray]:
     """The row counts x a slice of n rows can show at true value p, and their probabilities.
 
@@ -530,10 +581,13 @@ def _bounds(x: np.ndarray, n: float, deff: float, kind: str, end: str, level: fl
     return (lower if end == "lower" else upper)(x / d, n / d, kind, level)
 
 
+@lru_cache(maxsize=1 << 14)
 def _bound1(x: float, n: float, kind: str, end: str, level: float) -> float:
     """`lower`/`upper` for one effective count in scalar arithmetic: the same ufuncs on the same
     float64 arguments (so the same bits), without the array overhead the power searches would
-    pay on thousands of single-count calls."""
+    pay on thousands of single-count calls. Memoised (a pure function): the power searches
+    bisect over the same counts again and again (the default run asks ~7,500 times for ~1,600
+    distinct bounds, each an inverse incomplete beta or gamma)."""
     if not n > 0:
         return math.nan
     if end == "lower":
@@ -557,12 +611,11 @@ def slice_reach(p: float, n: float, deff: float, kind: str, side: Side) -> float
     lo, hi, d = _support(p, n, deff, kind)
 
     def hit(x: int) -> bool:
-        return bool(side.reached(np.float64(_bound1(x / d, n / d, kind, side.end, side.level))))
+        return bool(side.reached(_bound1(x / d, n / d, kind, side.end, side.level)))
 
     def tail(a: int, b: int) -> float:
         """P(a ≤ count ≤ b)."""
-        sa, sb = _survival(np.array([a, b + 1], dtype=np.float64), n, d, p, kind)
-        return max(float(sa - sb), 0.0)
+        return max(_survival1(float(a), n, d, p, kind) - _survival1(float(b + 1), n, d, p, kind), 0.0)
 
     first, last = lo, hi
     if side.up:  # the first count that reaches it

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 from pydantic import ValidationError, field_validator
@@ -19,6 +19,7 @@ from fairness._util.errors import FairnessError, validation_message
 from fairness._util.models import Frozen
 from fairness.audit._gate import DEFAULT_FAIL_ON, FAIL_ON_CHOICES, GATE_ON_CHOICES, FailOn, GateOn
 from fairness.audit._stats import DEFAULT_ALPHA, DEFAULT_B
+from fairness.score._catalog import MetricSpec
 from fairness.suite._rules import DecisionRule, metric_problem
 
 ScorerMode = Literal["paper", "strict"]
@@ -158,21 +159,25 @@ class AuditOptions(Frozen):
             raise ValueError(f"`regression_threshold` must be a change in [-1, 1], got {value!r}")
         return number
 
-    def effective_rules(self, rules: Sequence[DecisionRule]) -> tuple[DecisionRule, ...]:
+    def effective_rules(self, rules: Sequence[DecisionRule], metrics: Mapping[str, MetricSpec] | None = None) -> tuple[DecisionRule, ...]:
         """`rules` (or `self.rules` when set) with the threshold overrides applied, each checked
-        against its metric's kind: resolved before any work, so a bad override never waits for a grid."""
-        from fairness.score._catalog import METRICS
+        against its metric in `metrics` (the suite's rubric's catalogue; default the paper's): resolved
+        before any work, so a bad override never waits for a grid."""
+        if metrics is None:
+            from fairness.score._catalog import METRICS
+
+            metrics = METRICS
 
         chosen = self.rules if self.rules is not None else tuple(rules)
         out = []
         for rule in chosen:
-            unknown = metric_problem(rule.metric)
+            unknown = metric_problem(rule.metric, metrics)
             if unknown:
                 raise FairnessError(f"rule `{rule.id}`: {unknown}")
             if rule.kind == "regression" and self.regression_threshold is not None:
                 out.append(rule.model_copy(update={"threshold": self.regression_threshold}))
             elif rule.kind == "absolute" and self.threshold is not None:
-                out.append(threshold_for(rule, self.threshold, METRICS[rule.metric].kind))
+                out.append(threshold_for(rule, self.threshold, metrics[rule.metric].kind))
             else:
                 out.append(rule)
         return tuple(out)

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fairness._util.arrays import unique
 from fairness._util.special import gammaln
 from fairness.audit._cells import CellTable
 
@@ -230,7 +231,7 @@ class _Hyper:
         key = (((good - self.g0) * self.bw + (bad - self.b0)) * self.nw + sample).ravel()
         t = self.index[key]
         if t.min() < 0:
-            self._build(np.unique(key[t < 0]))
+            self._build(unique(key[t < 0]))
             t = self.index[key]
         return self.value[_inverse(self.cdf, self.guide, self.start[t], self.length[t], u.ravel())].reshape(u.shape)
 
@@ -242,7 +243,7 @@ class _Hyper:
         m = np.minimum(n, g) - lo + 1
         # rows padded to the next power of two of their length, a few widths at a time
         width = np.left_shift(1, np.ceil(np.log2(m)).astype(np.int64))
-        for w in np.unique(width).tolist():
+        for w in unique(width).tolist():
             sel = np.flatnonzero(width == w)
             self._append(key[sel], g[sel], b[sel], n[sel], lo[sel], m[sel], w)
 

@@ -16,13 +16,14 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from fairness._util.models import Frozen, Strict
+from fairness._util.models import Frozen, Strict, empty_list
 from fairness.audit._gate import Gate, State
 from fairness.audit._intervals import ESTIMAND
 
-SCHEMA_VERSION = "2.1.0"
+SCHEMA_VERSION = "2.2.0"
 """2.0.0: `illustrative` became `inconclusive` (pass and fail must be earned by the interval); estimand, design
-effects, template cells, Holm levels and the power to settle an inconclusive check were added."""
+effects, template cells, Holm levels and the power to settle an inconclusive check were added. 2.2.0: `rubric`,
+every metric's definition (the suite's own rubric)."""
 
 
 class Estimate(Strict):
@@ -63,7 +64,7 @@ class ScopeResult(Strict):
     """`p_value` Holm-adjusted across every permutation test of the run."""
     p_bh: float | None = None
     """`p_value` Benjamini–Hochberg-adjusted across every permutation test of the run."""
-    caveats: list[str] = Field(default_factory=list)
+    caveats: list[str] = Field(default_factory=empty_list)
     """Notes on this scope: `underpowered …`, `lexical ceiling …`."""
     cells: int | None = None
     """Fewest template cells of any non-empty slice (the gate needs `min_group_size`, an interval needs 2)."""
@@ -244,10 +245,12 @@ class Comparison(Strict):
     """Both grids hold the same rows (the change's interval uses their correlation)."""
     state: State | None = None
     """The regression checks' state alone (`pass` when the suite has no regression rule); null when skipped."""
-    checks: list[RegressionCheck] = Field(default_factory=list)
+    checks: list[RegressionCheck] = Field(default_factory=empty_list)
     """Every regression rule in every scope it applies to."""
     diff_path: str | None = None
     """Where diff.json and diff.md were written (every metric's change), relative to the output directory."""
+    not_compared: list[str] = Field(default_factory=list)
+    """Metrics the base's and the head's rubrics do not define identically, and why: they were not compared."""
 
 
 class ToolInfo(Strict):
@@ -303,9 +306,56 @@ class ScorerInfo(Strict):
     mode: str
     """`paper` (substring matching) or `strict` (whole words)."""
     rubric_version: str
-    """Version of score/rubric.yaml."""
+    """The rubric's `version` (the paper's rubric: `fairness/score/rubric.yaml`)."""
     rubric_sha256: str
-    """sha256 of the rubric file."""
+    """sha256 of the rubric's canonical JSON (scorers included); it is part of the suite's hash."""
+
+
+class MetricDefinition(Strict):
+    """Exactly what one metric counted: its source, the terms or patterns and how they were matched."""
+
+    name: str
+    """The metric's name (what rules name)."""
+    column: str
+    """Its per-output score column in transcripts.jsonl."""
+    kind: str
+    """`flag` (0/1 per output) or `count` (a number per output)."""
+    unit: str
+    """`rate` (a flag's share of outputs) or `count` (the mean per output)."""
+    source: str
+    """`list` (a term list), `any_of` / `all_of` (other flags, OR / AND), `builtin` or `scorer`."""
+    of: list[str]
+    """The list, the combined flag metrics, the built-in column or the scorer it reads."""
+    match: str | None
+    """How the list was matched in this run: `substring`, `word` (`strict` mode reads substring lists as
+    word lists) or `regex`; null for other sources."""
+    case: str | None
+    """`insensitive` (output and terms lower-cased first) or `sensitive`; null for other sources."""
+    terms: list[str] | None
+    """The list's terms or regex patterns, exactly as matched; null for other sources."""
+    higher_is_worse: bool | None
+    """True for a harm, False for a good, null for neither."""
+    description: str
+    """What the metric measures."""
+
+
+class RubricInfo(Strict):
+    """The suite's rubric as scored: where it came from and every metric's definition."""
+
+    source: str
+    """`fairness/score/rubric.yaml` (the paper's), the suite-relative rubric file, or `inline` (in the suite)."""
+    version: str
+    """The rubric's `version`."""
+    sha256: str
+    """sha256 of the rubric's canonical JSON (scorers included)."""
+    mode: str
+    """The scorer mode: `paper` (substring lists as substrings) or `strict` (as whole words)."""
+    metrics: list[MetricDefinition]
+    """Every metric's definition, in report order."""
+    scorers: dict[str, Any] = Field(default_factory=dict)
+    """The rubric's scorer plug-ins and their settings, by name."""
+    agreement: list[Any] = Field(default_factory=list)
+    """Pairs of flag metrics scored two ways."""
 
 
 class OptionsUsed(Strict):
@@ -393,3 +443,5 @@ class FairnessRun(Strict):
     """Peer-parity evaluators (counterfactual, refusal vs disclaimer, sentiment, toxicity, BBQ), by name."""
     estimand: str = ESTIMAND
     """What the intervals and the gate are about (the grid estimand)."""
+    rubric: RubricInfo | None = None
+    """The suite's rubric and every metric's definition (null in results of schema < 2.2)."""

@@ -146,9 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     rr.add_argument("--reason", required=True, help="why the records were edited (kept in the manifest's history)")
     rr.add_argument("--by", help="who resealed (default: git's user.name <user.email>, else $USER)")
 
-    sc = sub.add_parser("schema", help="print the JSON Schema of results.json, monitor.json, a recording manifest or a "
-                                       "monitor mapping")
-    sc.add_argument("name", choices=["results", "manifest", "monitor", "mapping"])
+    sc = sub.add_parser("schema", help="print the JSON Schema of results.json, monitor.json, a recording manifest, a "
+                                       "suite file or a monitor mapping, or the OpenAPI document of `serve`")
+    sc.add_argument("name", choices=["results", "manifest", "suite", "monitor", "mapping", "openapi"])
 
     from fairness.cli._audit import register
     from fairness.cli._init import register as register_init
@@ -160,6 +160,10 @@ def build_parser() -> argparse.ArgumentParser:
     from fairness.cli._comment import register as register_comment
 
     register_comment(sub)
+    from fairness.cli._serve import register as register_serve
+
+    register_serve(sub)
+
     from fairness.cli._monitor import register as register_monitor
 
     register_monitor(sub, _add_suite)

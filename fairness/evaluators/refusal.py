@@ -28,11 +28,11 @@ import numpy as np
 from fairness.evaluators._inputs import Data, as_samples
 from fairness.evaluators._resample import GroupRates, check_iv, group_rates
 from fairness.evaluators._text import may_match, normalise, screen, words
-from fairness.score._rubric import load_rubric
+from fairness.score._rubric import paper_rubric
 
 Label = Literal["refusal", "disclaimer", "none"]
 
-PAPER_PATTERNS: tuple[str, ...] = load_rubric().regex["refusal"]
+PAPER_PATTERNS: tuple[str, ...] = paper_rubric().regex["refusal"]
 """The reference rubric's refusal patterns, read from score/rubric.yaml (case-insensitive, raw text)."""
 
 

@@ -158,7 +158,7 @@ def generate(
         manifest = Manifest(
             suite=suite.name,
             suite_version=suite.version,
-            suite_hash=suite.hash,
+            suite_hash=suite.recording_hash,
             grid_hash=g_hash,
             model=model,
             backend=backend,

@@ -5,3 +5,10 @@ a deterministic 1/N sample, scores each Arrow batch (`_score`), reduces it to th
 aggregate table of the engine contract (`_engine`), and computes every statistic from that table
 (`_stats`, `_drift`) into the typed `MonitorRun` (`_results`).
 """
+
+from fairness.monitor._job import MonitorOutputs, build_run, monitor_logs
+from fairness.monitor._mapping import Mapping, load_mapping
+from fairness.monitor._options import MonitorOptions
+from fairness.monitor._results import MonitorRun
+
+__all__ = ["Mapping", "MonitorOptions", "MonitorOutputs", "MonitorRun", "build_run", "load_mapping", "monitor_logs"]

@@ -18,6 +18,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +30,7 @@ from fairness.audit._results import RegressionCheck
 from fairness.monitor._results import Reference
 from fairness.monitor._stats import WindowCells
 from fairness.monitor._windows import counts_of, scope_of
-from fairness.score._catalog import METRICS, MetricSpec
+from fairness.score._catalog import MetricSpec
 from fairness.suite._rules import DecisionRule
 
 STATISTICS = ("slice", "worst_slice", "max_minus_min")
@@ -116,7 +117,7 @@ def read_grid_results(path: str) -> tuple[Path, dict]:
 
 
 def _grid_n(by_metric: dict, s: str) -> float:
-    m = next(iter(by_metric.values()), {})
+    m: dict[str, Any] = next(iter(by_metric.values()), {})
     est = m.get("scopes", {}).get("overall", {}).get("by_slice", {}).get(s) or {}
     return float(est.get("n") or 0)
 
@@ -140,7 +141,7 @@ def references(kind: str, label: str | None, windows: dict[str, WindowCells], sm
 
 
 def changes(windows: dict[str, WindowCells], refs: dict[str, RefSide], small: dict[str, list[str]],
-            alpha: float) -> list[Change]:
+            alpha: float, metrics: dict[str, MetricSpec]) -> list[Change]:
     """Every harm or good metric's per-slice, worst-slice and gap change of each window against its reference.
 
     A drift flag is an alarm, so each metric's flags hold simultaneously at 1 − α: each change's
@@ -151,7 +152,7 @@ def changes(windows: dict[str, WindowCells], refs: dict[str, RefSide], small: di
     a_slice, a_stat = alpha / max(len(refs) * len(slices), 1), alpha / max(len(refs), 1)
     for w, ref in refs.items():
         wc = windows[w]
-        for spec in METRICS.values():
+        for spec in metrics.values():
             if spec.higher_is_worse is None:
                 continue
             ch, cb = counts_of(wc, spec), ref.counts(spec)
@@ -191,13 +192,16 @@ def _slice_changes(cb: CellCounts, ch: CellCounts, spec: MetricSpec, slices: lis
 
 
 def regressions(rules: list[DecisionRule], windows: dict[str, WindowCells], refs: dict[str, RefSide],
-                small: dict[str, list[str]], alpha: float) -> list[RegressionCheck]:
+                small: dict[str, list[str]], alpha: float, metrics: dict[str, MetricSpec]) -> list[RegressionCheck]:
     """Every regression rule in each window that has a reference (either scope: a window is the unit of change)."""
     out: list[RegressionCheck] = []
+    if not refs:
+        return out
+    slices = next(iter(windows.values())).slices
     for rule in rules:
         if rule.kind != "regression":
             continue
-        spec = METRICS[rule.metric]
+        spec = metrics[rule.metric]
         statistic = "max_minus_min" if rule.statistic == "max_minus_min" else "worst_slice"
         low = rule.comparator in (">", ">=")
         live = [w for w in refs if not small[w] and not refs[w].underpowered]
@@ -207,8 +211,8 @@ def regressions(rules: list[DecisionRule], windows: dict[str, WindowCells], refs
             return side_change(refs[w].counts(spec), counts_of(windows[w], spec), spec, statistic, alpha,
                                breach_low=low, tail=tail)
 
-        done = {c.scope: c for c in regression_checks_over(rule, statistic, [scope_of(w) for w in live], at,
-                                                           next(iter(windows.values())).slices, alpha, "against its reference")}
+        done = {c.scope: c for c in regression_checks_over(rule, statistic, [scope_of(w) for w in live], at, slices, alpha,
+                                                           "against its reference")}
         for w in refs:
             if scope_of(w) in done:
                 out.append(done[scope_of(w)])

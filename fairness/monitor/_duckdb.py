@@ -91,7 +91,7 @@ class DuckDBEngine:
         try:
             types = {r[0]: r[1] for r in con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()}
         except duckdb.Error as exc:
-            raise FairnessError(f"cannot read the logs as {job.format}: {str(exc).splitlines()[0]}") from None
+            raise read_error(exc, job) from None
         m = job.mapping
         check_mapped_fields(job, list(types))
         # the examples' order (and, with an id, the sample and row-window ties): the id, else the text's md5
@@ -113,7 +113,7 @@ class DuckDBEngine:
         try:
             total, sampled, null_text, bad_ts, null_unit = con.execute(f"SELECT {', '.join(checks)} FROM {src}").fetchall()[0]
         except duckdb.Error as exc:
-            raise FairnessError(f"cannot read the logs as {job.format}: {str(exc).splitlines()[0]}") from None
+            raise read_error(exc, job) from None
         check_sampled_counts(job, null_text, bad_ts, null_unit)
         if job.window.kind == "rows":
             base = f"SELECT *, row_number() OVER (ORDER BY _ts, _key) - 1 AS _rank FROM ({base})"
@@ -131,10 +131,21 @@ class DuckDBEngine:
 
         agg = self._connect()
         agg.execute("SET threads = 1")  # fed by one Python stream: more threads only add hash tables (memory)
-        stream = pa.RecordBatchReader.from_batches(agg_schema(), scored())
+        stream = pa.RecordBatchReader.from_batches(agg_schema(job.rubric), scored())
         agg.register("cells", stream)
-        sums = ", ".join(f"CAST(sum({_q(c)}) AS BIGINT) AS {_q(c)}" for c in agg_schema().names[3:])
+        sums = ", ".join(f"CAST(sum({_q(c)}) AS BIGINT) AS {_q(c)}" for c in agg_schema(job.rubric).names[3:])
         keys = '"window", "slice", "unit"'
         table = _arrow_reader(agg.sql(f"SELECT {keys}, {sums} FROM cells GROUP BY {keys}")).read_all()
         examples = [{"window": w, "slice": s, "text": t} for _, _, w, s, t in best]
-        return Aggregate(table=finish(table), rows_read=int(total), rows_sampled=int(sampled), examples=examples)
+        return Aggregate(table=finish(table, job.rubric), rows_read=int(total), rows_sampled=int(sampled), examples=examples)
+
+
+def read_error(exc: Exception, job: ScanJob) -> FairnessError:
+    """DuckDB's first line about a file it cannot read, with every quoted value but a file's path elided:
+    a conversion error quotes the record, and stderr (a CI log) must not carry log text either."""
+    import re
+
+    files = set(job.files)
+    line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    line = re.sub(r"'[^']*'|\"[^\"]*\"", lambda q: q.group(0) if q.group(0)[1:-1] in files else "'…'", line)
+    return FairnessError(f"cannot read the logs as {job.format}: {line}")

@@ -13,7 +13,7 @@ The per-cell aggregate table (`agg_schema`), after `finish` (every engine calls 
 | `slice` | string, not null | the group field values joined by `_` in the mapping's order (`(missing)` for a null), or the slice field's value |
 | `unit` | string, nullable | the unit id as a string; null in every row when the mapping has no unit |
 | `n` | int64 | sampled records in the cell |
-| `sum_<column>` | int64 | per score column (`_score.score_columns()`, catalogue order): the sum of the per-output values |
+| `sum_<column>` | int64 | per score column of the job's rubric (`_score.score_columns(job.rubric)`, catalogue order): the sum of the per-output values |
 | `sq_<column>` | int64 | per `count` score column, after all the sums: the sum of squared values (count dispersion without units) |
 
 Rows sorted by (window, slice, unit) with null units first, strings by their UTF-8 bytes.
@@ -25,8 +25,11 @@ and reads no id. `keep(id, N)` is the Python reference the engines are tested ag
 Inputs an engine's SQL selects for `cells_of_batch`: `_text` (string), `_ts` (timestamp, UTC),
 `_slice` (string) or `_g0`, `_g1` … (the group fields, any type, cast to string here), `_unit`
 (string, when the mapping has a unit), `_rank` (int64, 0-based position of the record among the
-sampled records ordered by (`_ts`, id) — row windows only), and `_h` (int64: the sampling hash,
-for the examples).
+sampled records ordered by (`_ts`, `_key`) — row windows only), `_key` (string: the id as a
+string, or without an id the md5 hex of the text) and `_h` (int64: the sampling hash of `_key`).
+
+Examples (`ScanJob.examples` = k > 0): the k sampled records smallest in (`_h`, `_key`, window,
+slice, text), in that order, as {window, slice, text}.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ from fairness.monitor._score import score_batch, score_columns
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from fairness.score._compiled import Rubric
 
 Format = Literal["jsonl", "parquet", "csv"]
 MISSING = "(missing)"
@@ -84,6 +89,8 @@ class ScanJob:
     mode: str
     examples: int = 0
     """How many example records (window, slice, text) to return: the sampled records with the smallest hash."""
+    rubric: Rubric | None = None
+    """The suite's compiled rubric (its metrics are the score columns); None: the paper's."""
 
 
 @dataclass(frozen=True)
@@ -96,18 +103,18 @@ class Aggregate:
     rows_sampled: int
     """Records the sample kept (the sum of `n`)."""
     examples: list[dict[str, str]] = field(default_factory=list)
-    """Up to `ScanJob.examples` records as {window, slice, text}, smallest sampling hash first."""
+    """Up to `ScanJob.examples` records as {window, slice, text}, in the order the module docstring gives."""
 
 
 class Engine(Protocol):
     def aggregate(self, job: ScanJob) -> Aggregate: ...
 
 
-def agg_schema() -> pa.Schema:
-    """The aggregate table's exact schema (see the module docstring)."""
+def agg_schema(rubric: Rubric | None = None) -> pa.Schema:
+    """The aggregate table's exact schema for `rubric`'s score columns (see the module docstring)."""
     import pyarrow as pa
 
-    cols = score_columns()
+    cols = score_columns(rubric)
     fields = [pa.field("window", pa.string(), nullable=False), pa.field("slice", pa.string(), nullable=False),
               pa.field("unit", pa.string()), pa.field("n", pa.int64(), nullable=False)]
     fields += [pa.field(f"sum_{c.name}", pa.int64(), nullable=False) for c in cols]
@@ -115,9 +122,9 @@ def agg_schema() -> pa.Schema:
     return pa.schema(fields)
 
 
-def row_schema() -> pa.Schema:
+def row_schema(rubric: Rubric | None = None) -> pa.Schema:
     """The schema of `cells_of_batch`'s per-record output (the aggregate's columns, one record each)."""
-    return agg_schema()
+    return agg_schema(rubric)
 
 
 def window_labels(batch: pa.RecordBatch, window: WindowSpec) -> pa.Array:
@@ -155,22 +162,23 @@ def cells_of_batch(batch: pa.RecordBatch, job: ScanJob) -> pa.RecordBatch:
     import pyarrow as pa
 
     texts = batch.column("_text").to_pylist()
-    scores = score_batch(texts, job.mode)
+    scores = score_batch(texts, job.mode, job.rubric)
     n = len(texts)
     unit = batch.column("_unit").cast(pa.string()) if job.mapping.unit is not None else pa.nulls(n, pa.string())
     arrays: list[Any] = [window_labels(batch, job.window), slice_labels(batch, job.mapping), unit,
                          pa.array(np.ones(n, dtype=np.int64))]
-    cols = score_columns()
+    cols = score_columns(job.rubric)
     arrays += [pa.array(scores[c.name]) for c in cols]
     arrays += [pa.array(scores[c.name] * scores[c.name]) for c in cols if c.kind == "count"]
-    return pa.RecordBatch.from_arrays(arrays, schema=row_schema())
+    return pa.RecordBatch.from_arrays(arrays, schema=row_schema(job.rubric))
 
 
-def finish(table: pa.Table) -> pa.Table:
-    """An engine's summed table in the contract's exact schema and order (every engine calls it last)."""
+def finish(table: pa.Table, rubric: Rubric | None = None) -> pa.Table:
+    """An engine's summed table in the contract's exact schema (for `rubric`, the job's) and order (every engine
+    calls it last)."""
     import pyarrow as pa
 
-    schema = agg_schema()
+    schema = agg_schema(rubric)
     table = table.select(schema.names)
     table = pa.Table.from_arrays([table.column(f.name).cast(f.type) for f in schema], schema=schema)
     keys = [table.column(k).to_pylist() for k in ("window", "slice", "unit")]

@@ -20,11 +20,14 @@ from fairness.monitor._engine import Aggregate, Engine, ScanJob
 from fairness.monitor._mapping import load_mapping
 from fairness.monitor._options import MonitorOptions
 from fairness.monitor._results import Example, MonitorRun, Reference, SourceInfo
+from fairness.monitor._score import scorer_problem
 from fairness.monitor._stats import windows_of
 from fairness.monitor._windows import OVERALL, rule_checks, scope_of, window_result
 from fairness.suite._suite import Suite
 
 OUTPUTS = ("monitor.json", "summary.md", "junit.xml")
+FEW_UNITS = 50
+"""Below this many units in a window's slice the coverage benchmark shows the clustered interval can under-cover."""
 
 METHODS = {
     "interval_rate": "Clopper–Pearson (rates) or Garwood (counts) at the effective sample size n / design effect; "
@@ -72,19 +75,20 @@ def check_options(data: dict) -> MonitorOptions:
 def build_run(agg: Aggregate, job: ScanJob, suite: Suite, options: MonitorOptions, *,
               grid_path: str | None = None, n_files: int | None = None) -> MonitorRun:
     """The typed record of one monitor run, from an engine's aggregate alone (pure but for reading a grid reference)."""
-    from fairness.score._rubric import load_rubric
-
+    rubric = suite.compiled_rubric
+    metrics = rubric.metrics
     min_n, alpha = suite.min_group_size, options.alpha
     table = agg.table
     slices = sorted(set(table.column("slice").to_pylist()), key=lambda s: s.encode())
     windows = windows_of(table, slices)
-    results = {w: window_result(wc, alpha, min_n) for w, wc in windows.items()}
+    results = {w: window_result(wc, alpha, min_n, metrics) for w, wc in windows.items()}
     small = {w: r.underpowered for w, r in results.items()}
     scopes = {scope_of(w): (windows[w], results[w]) for w in windows}
     if windows:
         pooled = windows_of(table, slices, pool=OVERALL)[OVERALL]
-        scopes[OVERALL] = (pooled, window_result(pooled, alpha, min_n))
-    checks = rule_checks(list(suite.rules), scopes, alpha=alpha, min_group_size=min_n, gate_on=options.gate_on)
+        scopes[OVERALL] = (pooled, window_result(pooled, alpha, min_n, metrics))
+    checks = rule_checks(list(suite.rules), scopes, alpha=alpha, min_group_size=min_n, gate_on=options.gate_on,
+                         metrics=metrics)
     kind, label = parse_reference(options.reference)
     grid: RefSide | None = None
     reference = Reference(kind=kind, window=label if kind == "window" else None)  # type: ignore[arg-type]
@@ -92,11 +96,13 @@ def build_run(agg: Aggregate, job: ScanJob, suite: Suite, options: MonitorOption
         assert grid_path is not None
         reference, grid = grid_reference(grid_path, slices, min_n)
     refs = references(kind, label, windows, small, grid) if windows else {}
-    moves = changes(windows, refs, small, alpha)
-    regs = regressions(list(suite.rules), windows, refs, small, alpha)
+    moves = changes(windows, refs, small, alpha, metrics)
+    regs = regressions(list(suite.rules), windows, refs, small, alpha, metrics)
     state, reasons = head_verdict([c.state for c in checks],
                                   [f"{c.rule} [{c.scope}]: {c.state} — {c.reason}" for c in checks if c.state != "pass"],
-                                  has_rules=any(r.kind == "absolute" for r in suite.rules))
+                                  has_rules=any(r.kind == "absolute" for r in suite.rules),
+                                  empty=None if agg.rows_sampled else
+                                  f"no record to judge: the sample kept none of the {agg.rows_read} records read")
     has_regression = any(r.kind == "regression" for r in suite.rules)
     reg_reasons = [f"{c.rule} [{c.scope}{f', slice {c.slice}' if c.slice else ''}]: {c.state} — {c.reason}"
                    for c in regs if c.state != "pass"]
@@ -104,7 +110,6 @@ def build_run(agg: Aggregate, job: ScanJob, suite: Suite, options: MonitorOption
                   regression_states=[c.state for c in regs] if refs and has_regression else None,
                   regression_reasons=reg_reasons)
     drift = [w for w in windows if any(c.scope == scope_of(w) and c.verdict == "regressed" for c in moves)]
-    rubric = load_rubric()
     return MonitorRun(
         gate=gate,
         tool=ToolInfo(name="llm-fairness-check", version=__version__),
@@ -131,6 +136,13 @@ def _caveats(job: ScanJob, results: dict, slices: list[str], kind: str, refs: di
         out.append(Caveat(code="underpowered-window", message=f"{len(small)} window(s) have a slice below min_group_size "
                           f"({', '.join(small[:10])}{' …' if len(small) > 10 else ''}): their checks and changes are "
                           "undefined, never a pass"))
+    few = sorted({w for w, r in results.items() for e in r.metrics[0].by_slice.values()
+                  if e.cells is not None and e.cells < FEW_UNITS})
+    if few:
+        out.append(Caveat(code="few-units", message=f"{len(few)} window(s) have a slice with fewer than {FEW_UNITS} "
+                          f"units ({', '.join(few[:10])}{' …' if len(few) > 10 else ''}): where so few users' rates "
+                          "vary strongly (and with their activity) the 95% intervals covered as little as 79% in "
+                          "benchmarks/monitor_coverage.py; more units (longer windows) bring it back toward 95%"))
     if any("(missing)" in s.split("_") for s in slices):
         out.append(Caveat(code="missing-group", message="some records lack a group value: they form slices with "
                                                          "`(missing)` in their name"))
@@ -161,8 +173,11 @@ def monitor_logs(options: MonitorOptions, engine: Engine | None = None) -> Monit
     if kind == "results":
         grid_path = str(Path(options.reference) / "results.json") if Path(options.reference).is_dir() else options.reference
         read_grid_results(grid_path)
+    problem = scorer_problem(suite.compiled_rubric)
+    if problem is not None:
+        raise FairnessError(f"suite `{suite.name}`: {problem}; monitor scores with term lists and regexes only")
     job = ScanJob(files=files, format=fmt, mapping=mapping, sample=options.sample, window=options.window_spec(),
-                  mode=suite.scorer.mode, examples=options.examples)
+                  mode=suite.scorer.mode, examples=options.examples, rubric=suite.compiled_rubric)
     engine = engine or engine_for(options.engine, options.spark_master)
     agg = engine.aggregate(job)
     run = build_run(agg, job, suite, options, grid_path=grid_path)

@@ -51,7 +51,9 @@ def summary_md(run: MonitorRun) -> str:
               f"{drift_line(run)[0].upper()}{drift_line(run)[1:]}.", ""]
     if run.rules:
         parts += [f"Rule checks: {checks_counted(run.gate, run.rules)}.", ""]
-    metrics = sorted({c.metric for c in run.rules} | {c.metric for c in run.regressions}) or ["stereotype_kw_rate"]
+    metrics = sorted({c.metric for c in run.rules} | {c.metric for c in run.regressions})
+    if not metrics and run.windows:  # no rule names one: the rubric's first metric
+        metrics = [run.windows[0].metrics[0].metric]
     for metric in metrics:
         parts += [f"### `{metric}` per window and slice", ""]
         slices = run.slices

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from fairness._util.errors import FairnessError
+from fairness.monitor._duckdb import read_error
 from fairness.monitor._engine import (
     HASH_HEX_DIGITS,
     Aggregate,
@@ -33,6 +34,7 @@ from fairness.monitor._engine import (
     check_mapped_fields,
     check_sampled_counts,
     example_rows,
+    finish,
 )
 
 DEFAULT_MASTER = "local[2]"
@@ -161,7 +163,7 @@ def _reader(spark: Any, job: ScanJob) -> Any:
 
 def _cells_in_batches(job: ScanJob) -> Any:
     """The `mapInArrow` function: each batch's `cells_of_batch` rows summed per (window, slice, unit)."""
-    names = agg_schema().names
+    names = agg_schema(job.rubric).names
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
@@ -202,7 +204,7 @@ def _aggregate(spark: Any, job: ScanJob) -> Aggregate:
         base = logs.where(keep).selectExpr(*sel)
         if job.window.kind == "rows":
             base = base.selectExpr("*", "CAST(row_number() OVER (ORDER BY _ts, _key) - 1 AS BIGINT) AS _rank")
-        schema = agg_schema()
+        schema = agg_schema(job.rubric)
         ddl = ", ".join(f"`{f.name}` {'string' if f.name in ('window', 'slice', 'unit') else 'bigint'}" for f in schema)
         cells = base.mapInArrow(_cells_in_batches(job), ddl)
         keys = schema.names[:3]
@@ -210,10 +212,9 @@ def _aggregate(spark: Any, job: ScanJob) -> Aggregate:
         table = _collect_arrow(summed, schema)
         examples = _examples(base, job) if job.examples else []
     except errors as exc:
-        raise FairnessError(f"cannot read the logs as {job.format}: {_first_line(exc)}") from exc
-    from fairness.monitor._engine import finish
+        raise read_error(RuntimeError(_first_line(exc)), job) from exc  # quoted values elided, as DuckDB's
 
-    return Aggregate(table=finish(table), rows_read=int(total), rows_sampled=int(sampled), examples=examples)
+    return Aggregate(table=finish(table, job.rubric), rows_read=int(total), rows_sampled=int(sampled), examples=examples)
 
 
 def _collect_arrow(df: Any, schema: Any) -> Any:

@@ -9,11 +9,11 @@ size) and the estimand is output-weighted, not a mean over units.
 Method: the project's exact bounds at an effective sample size (`fairness.audit._intervals`:
 Clopper–Pearson for rates, Garwood for counts, at n / design effect, the Korn–Graubard
 construction), with the design effect for *clusters*, not the grid's strata:
-- rates with units: the linearised (cluster-robust) variance of the ratio, U/(U − 1)·Σ_u (x_u − n_u·p)²,
-  over the binomial n·p(1 − p); without units the records are independent and the design
-  effect is 1 (Clopper–Pearson on the records);
-- counts: the Pearson dispersion of the unit totals (with units) or of the records (without:
-  from the sums of squares), Σ (t − n·μ)² / (n·μ) / (k − 1);
+- with units: the linearised (cluster-robust) variance of the ratio, U/(U − 1)·Σ_u (x_u − n_u·p)²,
+  over the binomial n·p(1 − p) (rates) or the Poisson n·μ (counts), times Korn–Graubard's
+  degrees-of-freedom factor (t_{U−1, .975} / z_{.975})² (few units make the variance uncertain);
+- without units the records are independent: design effect 1 for rates (Clopper–Pearson on the
+  records); for counts the records' variance (from the sums of squares) over the Poisson one;
 every design effect floored at 1 and not estimable (no interval) from fewer than two units.
 Coverage with heterogeneous unit sizes and unit-level random effects: benchmarks/monitor_coverage.py.
 """
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from fairness._util import special
 from fairness.audit._intervals import CellCounts
 
 if TYPE_CHECKING:
@@ -122,26 +123,28 @@ def unit_counts(wc: WindowCells, column: str, kind: str) -> UnitCounts:
     return UnitCounts(wc.sums[column], wc.counts, kind, squares, wc.clustered)
 
 
+DF_LEVEL = 0.975
+"""The quantile of the degrees-of-freedom correction (the two-sided 95% level)."""
+
+
 def design_effects(uc: UnitCounts) -> np.ndarray:
     """Per slice: the design effect of the ratio estimate (module docstring); ≥ 1, NaN if not estimable."""
     N, X = uc.counts, uc.sums
     n, x = uc.n, uc.x
     k = uc.units()
+    if uc.kind == "rate" and not uc.clustered:
+        return np.where(n > 0, 1.0, np.nan)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = np.where(n > 0, x / np.where(n > 0, n, 1), 0.0)
-        if uc.kind == "rate":
-            if not uc.clustered:
-                return np.where(n > 0, 1.0, np.nan)
+        binomial = n * mean * (1 - mean) if uc.kind == "rate" else n * mean
+        if uc.clustered:
             v = k / np.where(k > 1, k - 1, 1) * ((X - N * mean[None, :]) ** 2 * (N > 0)).sum(axis=0)
-            b = n * mean * (1 - mean)
-            deff = np.where(b > 0, v / np.where(b > 0, b, 1), 1.0)
-        else:
-            if uc.clustered:
-                expected = N * mean[None, :]
-                x2 = np.where(expected > 0, (X - expected) ** 2 / np.where(expected > 0, expected, 1), 0.0).sum(axis=0)
-            else:
-                x2 = np.where(mean > 0, (uc.squares - n * mean * mean) / np.where(mean > 0, mean, 1), 0.0)
-            deff = np.where(mean > 0, x2 / np.where(k > 1, k - 1, 1), 1.0)
+            # Korn–Graubard's degrees of freedom: few units make the variance itself uncertain
+            df = (special.stdtrit(np.maximum(k - 1, 1), DF_LEVEL) / special.ndtri(DF_LEVEL)) ** 2
+        else:  # a count's records: their variance from the sums of squares
+            v = n / np.where(n > 1, n - 1, 1) * (uc.squares - n * mean * mean)
+            df = np.ones_like(n)
+        deff = np.where(binomial > 0, v / np.where(binomial > 0, binomial, 1), 1.0) * df
     return np.where(k >= 2, np.maximum(deff, 1.0), np.nan)
 
 

@@ -20,7 +20,7 @@ from fairness.audit._intervals import SliceBounds, gap_interval, slice_intervals
 from fairness.audit._results import Estimate, RuleCheck
 from fairness.monitor._results import WindowMetric, WindowResult
 from fairness.monitor._stats import UnitCounts, WindowCells, method_name, unit_counts
-from fairness.score._catalog import METRICS, MetricSpec
+from fairness.score._catalog import MetricSpec
 from fairness.suite._rules import DecisionRule
 
 OVERALL = "overall"
@@ -80,12 +80,13 @@ def window_metric(uc: UnitCounts, spec: MetricSpec, slices: list[str], alpha: fl
     )
 
 
-def window_result(wc: WindowCells, alpha: float, min_group_size: int) -> WindowResult:
+def window_result(wc: WindowCells, alpha: float, min_group_size: int, metrics: dict[str, MetricSpec]) -> WindowResult:
+    """One window: every metric of the catalogue `metrics` (the suite's rubric), in its order."""
     return WindowResult(
         window=wc.window, n=int(wc.counts.sum()),
         units=int((wc.counts.sum(axis=1) > 0).sum()) if wc.clustered else None,
         underpowered=underpowered(wc, min_group_size),
-        metrics=[window_metric(counts_of(wc, spec), spec, wc.slices, alpha) for spec in METRICS.values()],
+        metrics=[window_metric(counts_of(wc, spec), spec, wc.slices, alpha) for spec in metrics.values()],
     )
 
 
@@ -96,13 +97,13 @@ def _value(rule: DecisionRule, m: WindowMetric) -> Estimate:
 
 
 def rule_checks(rules: list[DecisionRule], scopes: dict[str, tuple[WindowCells, WindowResult]], *, alpha: float,
-                min_group_size: int, gate_on: str) -> list[RuleCheck]:
+                min_group_size: int, gate_on: str, metrics: dict[str, MetricSpec]) -> list[RuleCheck]:
     """Every absolute rule in each scope it applies to: `each_family` → every window, `overall` → `overall`."""
     out: list[RuleCheck] = []
     for rule in rules:
         if rule.kind != "absolute":
             continue
-        spec = METRICS[rule.metric]
+        spec = metrics[rule.metric]
         names = [OVERALL] if rule.scope == "overall" else [s for s in scopes if s != OVERALL]
         ccs = {name: counts_of(scopes[name][0], spec) for name in names}
         ivs = rule_intervals(rule, spec, ccs, alpha)  # type: ignore[arg-type]

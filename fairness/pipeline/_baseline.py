@@ -23,14 +23,14 @@ from pydantic import ValidationError
 
 from fairness._util.errors import FairnessError
 from fairness._util.files import write_atomic
-from fairness.audit._diff import DiffResult, diff_md, diff_sides, load_side, read_results
 from fairness.audit._results import Comparison
 from fairness.recordings import _git
 from fairness.recordings._store import MANIFEST, Manifest, read_manifest
 from fairness.suite._rules import DecisionRule
 from fairness.suite._suite import BUILTIN_SUITES, Suite, load_suite
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the diff's models load only when a comparison runs: a plain run never diffs
+    from fairness.audit._diff import DiffResult
     from fairness.pipeline._options import RunOptions
 
 BASE_DIR = "base"
@@ -56,12 +56,38 @@ def _base_suite(root: Path, commit: str, suite_ref: str, head: Suite, tmp: Path)
     """The base revision's suite: a built-in is the same code; a file is read at `commit`."""
     if suite_ref in BUILTIN_SUITES and not Path(suite_ref).is_file():
         return suite_ref, head
-    blob = _git.read_blob(root, commit, _git.path_in_repo(root, suite_ref))
+    suite_rel = _git.path_in_repo(root, suite_ref)
+    blob = _git.read_blob(root, commit, suite_rel)
     if blob is None:
         return None, None
     path = tmp / "suite.yaml"
     path.write_bytes(blob)
+    _base_rubric(root, commit, suite_rel, blob, tmp)
     return str(path), load_suite(path)
+
+
+def _base_rubric(root: Path, commit: str, suite_rel: str, suite_blob: bytes, tmp: Path) -> None:
+    """Write the rubric file the base revision's suite names (its `rubric:` path) at `commit` next to
+    the copy of that suite in `tmp`, so the base is scored with its own rubric. A path that leads out of
+    the suite's directory is left for `load_suite` to refuse."""
+    import posixpath
+
+    from fairness._util.yaml_io import loads_yaml
+
+    try:
+        ref = loads_yaml(suite_blob.decode("utf-8"), "the base suite")
+    except (FairnessError, UnicodeDecodeError):
+        return  # load_suite words the error
+    ref = ref.get("rubric") if isinstance(ref, dict) else None
+    if not isinstance(ref, str):
+        return
+    rel = posixpath.normpath(ref)
+    if rel.startswith("../") or rel == ".." or posixpath.isabs(rel):
+        return
+    rubric_blob = _git.read_blob(root, commit, posixpath.join(posixpath.dirname(suite_rel), rel))
+    if rubric_blob is not None:
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / rel).write_bytes(rubric_blob)
 
 
 def _base_manifest(blob: bytes, where: str) -> Manifest:
@@ -160,6 +186,8 @@ def base_at_ref(ref: str, options: RunOptions, head_suite: Suite, *,
 
 def base_run(path: Path) -> Base:
     """A base run the user produced (an output directory of `run` or its results.json), vetted cheaply."""
+    from fairness.audit._diff import read_results
+
     rp, results = read_results(path)
     return Base(f"run `{path}`", outputs=rp.parent, results=results)
 
@@ -170,6 +198,8 @@ def compare(base: Base, staging: Path, head: dict[str, Any], rules: Sequence[Dec
     with `base`, writing `staging/base` (an audited base revision) and `staging/diff`."""
     if base.outputs is None:
         return Comparison(base=base.label, ran=False, note=base.note), None
+    from fairness.audit._diff import diff_md, diff_sides, load_side
+
     d = diff_sides(load_side(base.outputs, base.results), load_side(staging, head), rules=list(rules),
                    B=options.audit.bootstrap, seed=options.audit.seed, alpha=options.audit.alpha)
     if base.copy:
@@ -181,7 +211,7 @@ def compare(base: Base, staging: Path, head: dict[str, Any], rules: Sequence[Dec
     write_atomic(staging / DIFF_DIR / "diff.json", d.model_dump_json(indent=1) + "\n")
     write_atomic(staging / DIFF_DIR / "diff.md", diff_md(d))
     return Comparison(base=base.label, ran=True, paired=d.paired, state=d.state, checks=d.checks,
-                      diff_path=f"{DIFF_DIR}/diff.json"), d
+                      diff_path=f"{DIFF_DIR}/diff.json", not_compared=d.not_compared), d
 
 
 __all__ = ["BASE_DIR", "DIFF_DIR", "Base", "base_at_ref", "base_run", "compare", "stale_comparison"]

@@ -20,18 +20,19 @@ OUT_PLACEHOLDER = "out"
 """The `--out` the card's command names (any empty directory will do)."""
 
 
-def shown_path(path: Path | str) -> str:
-    """`path` relative to the working directory when inside it (as the run records its recordings)."""
+def shown_path(path: Path | str, root: Path | None = None) -> str:
+    """`path` relative to `root` (default: the working directory), as the run records its recordings."""
     try:
-        return os.path.relpath(Path(path).resolve(), Path.cwd())
+        return os.path.relpath(Path(path).resolve(), (root or Path.cwd()).resolve())
     except ValueError:
         return Path(path).name
 
 
 def replay_command(options: RunOptions) -> str:
     """`llm-fairness-check run …` with the suite, recordings and every non-default option that affects results."""
-    suite = options.suite if options.suite in BUILTIN_SUITES else shown_path(options.suite)
-    argv = ["llm-fairness-check", "run", "--suite", suite, "--recordings", shown_path(options.recordings)]
+    root = options.shown_root
+    suite = options.suite if options.suite in BUILTIN_SUITES else shown_path(options.suite, root)
+    argv = ["llm-fairness-check", "run", "--suite", suite, "--recordings", shown_path(options.recordings, root)]
     a, default = options.audit, AuditOptions()
     flags: list[tuple[str, object]] = [
         ("--scorer-mode", a.scorer_mode), ("--threshold", a.threshold), ("--regression-threshold", a.regression_threshold),
@@ -51,7 +52,7 @@ def replay_command(options: RunOptions) -> str:
     for flag, path in (("--bbq-recordings", options.bbq_recordings), ("--bbq-items", options.bbq_items),
                        ("--baseline", options.baseline), ("--workspace", options.workspace)):
         if path is not None:
-            argv += [flag, shown_path(path)]
+            argv += [flag, shown_path(path, root)]
     if options.baseline_ref is not None:
         argv += ["--baseline-ref", options.baseline_ref]
     argv += ["--out", OUT_PLACEHOLDER]

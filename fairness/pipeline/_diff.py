@@ -19,7 +19,8 @@ def run_diff(base: str | Path, head: str | Path, *, suite: str, out: str | Path 
     options = options or AuditOptions()
     if out is not None:
         check_output_dir(out)
-    rules = [r for r in options.effective_rules(load_suite(suite).rules) if r.kind == "regression"]
+    the_suite = load_suite(suite)
+    rules = [r for r in options.effective_rules(the_suite.rules, the_suite.compiled_rubric.metrics) if r.kind == "regression"]
     d = diff_runs(base, head, rules=rules, B=options.bootstrap, seed=options.seed, alpha=options.alpha)
     md = diff_md(d)
     if out is not None:

@@ -47,6 +47,9 @@ class RunOptions(Frozen):
     """A base run to compare with instead (an output directory of `run`, or its results.json)."""
     workspace: Path | None = None
     """The git work tree to read `baseline_ref` from (default: the one holding `recordings`)."""
+    shown_root: Path | None = None
+    """The outputs name the input paths relative to this folder (default: the working directory); the REST
+    service names them as its upload's archive does."""
 
     def __init__(self, **data: Any) -> None:
         try:

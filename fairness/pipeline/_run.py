@@ -24,7 +24,6 @@ from fairness._util.canonical import sha256_file
 from fairness._util.errors import FairnessError
 from fairness._util.files import check_output_dir, check_output_file, staged_outputs, write_atomic, write_error
 from fairness.audit._audit import FairnessRun, audit, audit_cells
-from fairness.audit._diff import diff_md
 from fairness.audit._gate import with_regressions
 from fairness.audit._results import Caveat, Comparison
 from fairness.evaluators._inputs import Sample, record_sample
@@ -51,11 +50,6 @@ class RunOutputs:
     suite: Suite
     out: Path
     files: dict[str, Path]
-
-
-def _display_path(path: Path) -> str:
-    """A path safe to commit and print: relative to the working directory when inside it."""
-    return shown_path(path)
 
 
 _TRANSCRIPT = json.JSONEncoder(ensure_ascii=False)
@@ -194,7 +188,7 @@ def resolve(options: RunOptions, *, recordings_ready: bool = True) -> Resolved:
         if options.junit is not None:
             check_output_file(options.junit, "--junit")
     suite = load_suite(options.suite)
-    rules = options.audit.effective_rules(suite.rules)
+    rules = options.audit.effective_rules(suite.rules, suite.compiled_rubric.metrics)
     return Resolved(suite, rules, _baseline.base_run(options.baseline) if options.baseline is not None else None)
 
 
@@ -233,7 +227,10 @@ def run_audit(options: RunOptions) -> RunOutputs:
                     comparison, d = _baseline.compare(base, staging, run.model_dump(mode="json"),
                                                       resolved.regression_rules, options)
                     run = with_comparison(run, comparison)
-                    diff_md_text = diff_md(d) if d is not None else ""
+                    if d is not None:
+                        from fairness.audit._diff import diff_md  # a plain run never diffs
+
+                        diff_md_text = diff_md(d)
                 drop |= _baseline.stale_comparison(options.out, sorted(p.name for p in staging.iterdir()),
                                                    keep=options.baseline)
                 _write_outputs(run, suite, staging, diff_md_text, replay_command(options))
@@ -305,7 +302,7 @@ def _audit_rows(suite: Suite, options: RunOptions, transcripts: _Transcripts) ->
     `Sample` per row, not the records); otherwise replays in memory.
     """
     rdir = options.recordings
-    shown = _display_path(rdir)
+    shown = shown_path(rdir, options.shown_root)
     wanted = bool(options.evaluators)
     manifest = read_manifest(rdir)
     if manifest.complete or not options.allow_incomplete:

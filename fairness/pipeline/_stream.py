@@ -24,8 +24,7 @@ from fairness.audit._audit import AuditOptions, empty_outputs, histogram_metrics
 from fairness.audit._cells import CellAccumulator, CellTable
 from fairness.audit._metrics import Design, metric_matrix
 from fairness.recordings._store import ContentKeys, GridHash, Manifest, iter_record_blocks
-from fairness.score._catalog import METRICS
-from fairness.score._rubric import ScoreTable, score_texts
+from fairness.score._rubric import ScoreTable
 from fairness.suite._runs import SeedRun
 from fairness.suite._suite import Suite, distinct_row_ids, iter_seed_runs
 
@@ -95,9 +94,10 @@ def stream_cells(
     if manifest.suite != suite.name or manifest.system_prompt != suite.system_prompt:
         raise NotStreamable  # the in-memory replay words these errors
     distinct_row_ids(suite)
-    specs = list(METRICS.values())
+    rubric = suite.compiled_rubric
+    specs = list(rubric.metrics.values())
     mode = options.scorer_mode or suite.scorer.mode
-    acc = CellAccumulator(slice_order_of(suite), placeholder_columns(suite), len(specs), histogram_metrics(options))
+    acc = CellAccumulator(slice_order_of(suite), placeholder_columns(suite), len(specs), histogram_metrics(options, specs))
     records = _Records(directory, manifest)
     runs = iter_seed_runs(suite, max_seeds=chunk)  # a prompt's rows at a time; none outlives its chunk
     key_of = ContentKeys(manifest.model.id, manifest.system_prompt)
@@ -114,7 +114,7 @@ def stream_cells(
             raise NotStreamable
         grid.update(block)
         outputs = list(map(_OUTPUT, recs))
-        scores = score_texts(outputs, mode)
+        scores = rubric.score(outputs, mode)
         acc.add(block, metric_matrix(scores, specs), empty_outputs(outputs))
         on_chunk(block, recs, scores)
     if acc.n_rows == 0 or records.more():

@@ -32,7 +32,7 @@ from fairness._util.canonical import canonical_json, sha256_file, sha256_text
 from fairness._util.errors import FairnessError, validation_message
 from fairness._util.files import MAX_RECORDS_BYTES, decode_utf8, write_atomic
 from fairness._util.io import load_json
-from fairness._util.models import Strict
+from fairness._util.models import Strict, empty_list
 from fairness.recordings._record import Recording
 from fairness.suite._case import Case, SamplingParams
 from fairness.suite._runs import SeedRun, seed_runs
@@ -277,7 +277,7 @@ class Manifest(Strict):
     """Whether every expected row is recorded."""
     files: list[DataFile]
     """The data files, each pinned by sha256."""
-    history: list[ManifestEvent] = Field(default_factory=list)
+    history: list[ManifestEvent] = Field(default_factory=empty_list)
     """Deliberate changes since recording (reseals), oldest first; empty (and omitted) when none."""
 
 

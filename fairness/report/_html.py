@@ -12,7 +12,7 @@ import math
 import re
 from html import escape
 
-from fairness.audit._audit import FairnessRun, MetricResult
+from fairness.audit._audit import FairnessRun
 from fairness.report._charts import FamilySeries, deciding_metric, family_series
 from fairness.report._render import (
     ICONS,
@@ -20,7 +20,11 @@ from fairness.report._render import (
     _fmt,
     caveat_lines,
     comparison_md,
+    definition_text,
+    family_columns,
+    family_value,
     intervals_note,
+    rubric_source,
     rules_as_checked,
     settle_md,
     verdict_line,
@@ -224,23 +228,24 @@ def _svg(s: FamilySeries, metric: str, top: float, ticks: list[float]) -> str:
     return "\n".join(out)
 
 
+_HEADERS = {"worst_slice_stereotype": "worst-slice stereotype [95% CI]", "worst_slice_pilot_harm": "worst-slice pilot harm [95% CI]",
+            "refusal_delta": "refusal delta"}
+
+
 def _family_table(run: FairnessRun) -> str:
-    st = next((m for m in run.metrics if m.metric == "stereotype_kw_rate"), None)
-    ph = next((m for m in run.metrics if m.metric == "pilot_harm_rate"), None)
+    columns = family_columns(run)
 
-    def worst_ci(m: MetricResult | None, fam: str) -> str:
-        return _ci(worst_slice_interval(run, m, f"family={fam}")) if m else ""
+    def cell(metric: str, statistic: str, fam: str) -> str:
+        m = next((x for x in run.metrics if x.metric == metric), None)
+        ci = _ci(worst_slice_interval(run, m, f"family={fam}")) if m is not None and statistic == "worst_slice" else ""
+        return f'<td class="num">{_fmt(family_value(run, metric, statistic, fam))}{escape(ci)}</td>'
 
-    rows = [
-        "<table><thead><tr><th>family</th><th>name</th><th>worst-slice stereotype [95% CI]</th>"
-        "<th>worst-slice pilot harm [95% CI]</th><th>refusal delta</th><th>decision</th><th>gate</th></tr></thead><tbody>"
-    ]
+    head = "".join(f"<th>{escape(_HEADERS.get(c, f'worst-slice {metric} [95% CI]'))}</th>" for c, metric, _ in columns)
+    rows = [f"<table><thead><tr><th>family</th><th>name</th>{head}<th>decision</th><th>gate</th></tr></thead><tbody>"]
     rows.extend(
         f"<tr><td>{escape(f.family)}</td><td>{escape(f.name)}</td>"
-        f'<td class="num">{_fmt(f.worst_slice_stereotype)}{escape(worst_ci(st, f.family))}</td>'
-        f'<td class="num">{_fmt(f.worst_slice_pilot_harm)}{escape(worst_ci(ph, f.family))}</td>'
-        f'<td class="num">{_fmt(f.refusal_delta)}</td><td>{escape(f.decision)}</td>'
-        f'<td class="state-{escape(f.state)}">{escape(f.state)}</td></tr>'
+        + "".join(cell(metric, statistic, f.family) for _, metric, statistic in columns)
+        + f'<td>{escape(f.decision)}</td><td class="state-{escape(f.state)}">{escape(f.state)}</td></tr>'
         for f in run.families
     )
     rows.append("</tbody></table>")
@@ -284,6 +289,11 @@ def card_html(run: FairnessRun, suite: Suite, replay_command: str | None = None)
     rules = [f"<li>{escape(rule.describe())}</li>" for rule in rules_as_checked(run, suite)]
     if rules:
         parts += ["<h2>Decision rules</h2>", "<ul>", *rules, "</ul>"]
+    if run.rubric is not None:
+        parts += [f"<h2>Metrics</h2><p>Rubric {escape(run.rubric.version)} ({escape(rubric_source(run))}), "
+                  f"mode {escape(run.rubric.mode)}.</p>", "<ul>",
+                  *(f"<li><code>{escape(d.name)}</code> ({escape(d.unit)}): {escape(definition_text(d))}</li>"
+                    for d in run.rubric.metrics), "</ul>"]
     parts.append(f"<h2><code>{escape(metric)}</code> per slice, by family</h2>")
     if series:
         parts.append('<div class="charts">')

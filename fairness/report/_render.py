@@ -13,9 +13,8 @@ import yaml
 
 from fairness.audit._audit import FairnessRun, MetricResult
 from fairness.audit._gate import Gate
-from fairness.audit._results import RegressionCheck, RuleCheck
+from fairness.audit._results import MetricDefinition, RegressionCheck, RuleCheck
 from fairness.report._charts import deciding_metric, mermaid_charts
-from fairness.score._catalog import METRICS
 from fairness.suite._rules import DecisionRule
 from fairness.suite._suite import Suite
 
@@ -38,7 +37,9 @@ def _ci(ci: list[float | None] | None) -> str:
 
 
 def results_json(run: FairnessRun) -> str:
-    return json.dumps(run.model_dump(mode="json"), ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+    # check_circular=False: a model dump is a tree (no cycle to guard against); ~10% of encoding ~1 MB
+    return json.dumps(run.model_dump(mode="json"), ensure_ascii=False, allow_nan=False, separators=(",", ":"),
+                      check_circular=False) + "\n"
 
 
 _HEAD_WORDS = {
@@ -161,6 +162,8 @@ def comparison_md(run: FairnessRun, *, icons: bool = True) -> str:
                          f"| {c.comparator} {c.threshold:g} | {f'{icon[c.state]} ' if icon[c.state] else ''}{c.state} |")
         lines += ["", "The change's interval combines the two runs' exact intervals (MOVER); its breaching end is "
                       "Holm-adjusted across the families a rule quantifies over."]
+    if comp.not_compared:
+        lines += ["", "Not compared (the base's and the head's rubrics differ): " + "; ".join(comp.not_compared) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -180,8 +183,30 @@ def caveat_lines(run: FairnessRun) -> list[str]:
             for c in run.caveats]
 
 
-def _metric(run: FairnessRun, name: str):
-    return next(m for m in run.metrics if m.metric == name)
+def _metric(run: FairnessRun, name: str) -> MetricResult | None:
+    return next((m for m in run.metrics if m.metric == name), None)
+
+
+PAPER_COLUMNS = (("worst_slice_stereotype", "stereotype_kw_rate", "worst_slice"),
+                 ("worst_slice_pilot_harm", "pilot_harm_rate", "worst_slice"),
+                 ("refusal_delta", "refusal_or_deflection_rate", "max_minus_min"))
+"""The paper's per-family table: (column, metric, statistic)."""
+
+
+def family_columns(run: FairnessRun) -> list[tuple[str, str, str]]:
+    """The per-family table's columns: the paper's where the rubric defines its metrics, else the worst
+    slice of each metric a rule checks (a suite's own rubric), else of each harm metric."""
+    names = {m.metric for m in run.metrics}
+    if all(metric in names for _, metric, _ in PAPER_COLUMNS):
+        return list(PAPER_COLUMNS)
+    chosen = list(dict.fromkeys(c.metric for c in run.rules)) or [m.metric for m in run.metrics if m.higher_is_worse]
+    return [(f"worst_slice_{metric}", metric, "worst_slice") for metric in chosen if metric in names]
+
+
+def family_value(run: FairnessRun, metric: str, statistic: str, family: str) -> float | None:
+    m = _metric(run, metric)
+    sr = None if m is None else m.scopes.get(f"family={family}")
+    return None if sr is None else getattr(sr, statistic).value
 
 
 def worst_slice_interval(run: FairnessRun, metric: MetricResult, scope: str) -> list[float | None] | None:
@@ -199,26 +224,26 @@ def intervals_note(run: FairnessRun) -> str:
 
 
 def family_table_md(run: FairnessRun) -> str:
+    columns = family_columns(run)
     lines = [
-        "| family | worst_slice_stereotype | worst_slice_pilot_harm | refusal_delta | decision | gate |",
-        "|---|---|---|---|---|---|",
+        "| family | " + " | ".join(c for c, _, _ in columns) + " | decision | gate |",
+        "|---|" + "---|" * len(columns) + "---|---|",
     ]
-    st = _metric(run, "stereotype_kw_rate")
-    ph = _metric(run, "pilot_harm_rate")
     for row in run.families:
         scope = f"family={row.family}"
-        a, b = worst_slice_interval(run, st, scope), worst_slice_interval(run, ph, scope)
-        lines.append(
-            f"| {row.family} | {_fmt(row.worst_slice_stereotype)}{_ci(a)} | {_fmt(row.worst_slice_pilot_harm)}{_ci(b)} "
-            f"| {_fmt(row.refusal_delta)} | {row.decision} | {ICONS[row.state]} {row.state} |"
-        )
+        cells = []
+        for _, metric, statistic in columns:
+            m = _metric(run, metric)
+            ci = worst_slice_interval(run, m, scope) if m is not None and statistic == "worst_slice" else None
+            cells.append(f"{_fmt(family_value(run, metric, statistic, row.family))}{_ci(ci)}")
+        lines.append(f"| {row.family} | " + " | ".join(cells) + f" | {row.decision} | {ICONS[row.state]} {row.state} |")
     return "\n".join(lines)
 
 
 def worst_slices_md(run: FairnessRun) -> str:
     lines = ["| metric | scope | worst slice | value [95% CI] | max−min gap [95% CI] | p (Holm) |", "|---|---|---|---|---|---|"]
     for m in run.metrics:
-        if METRICS[m.metric].higher_is_worse is not True:
+        if m.higher_is_worse is not True:
             continue
         for scope in ["overall"] + [f"family={f.family}" for f in run.families]:
             sr = m.scopes.get(scope)
@@ -259,7 +284,7 @@ def provenance_md(run: FairnessRun) -> str:
         ("suite", f"`{run.suite.name}` v{run.suite.version} (hash `{run.suite.hash[:12]}`)"),
         ("recordings", f"`{r.path}` — {r.rows} rows, manifest sha256 `{r.manifest_sha256[:12]}`"),
         ("model", f"`{r.model_id}` via {r.engine}" + ("" if r.is_audited_model else " — **test model, not the audited model**")),
-        ("scorer", f"lexical rubric `{run.scorer.rubric_version}`, mode `{run.scorer.mode}`"),
+        ("scorer", f"lexical rubric `{run.scorer.rubric_version}` ({rubric_source(run)}), mode `{run.scorer.mode}`"),
         ("statistics", f"exact intervals at α={run.options.alpha} decide the gate (no resampling); "
                        f"P={run.options.permutations} permutations per test (reported, not gated), seed {run.options.seed}; "
                        f"B={run.options.bootstrap} bootstrap resamples for the peer evaluators only"),
@@ -333,7 +358,9 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None, 
     slices = suite.slice_list
     occupations = next((p.values for ph, p in suite.placeholders.items() if suite.column_for(ph) == "occupation"), None)
     n_prompts = len(suite.templates) * len(slices) * math.prod(len(p.values) for p in suite.placeholders.values())
-    rows = [[f.family, f.worst_slice_stereotype, f.worst_slice_pilot_harm, f.refusal_delta, f.decision] for f in run.families]
+    columns = family_columns(run)
+    rows = [[f.family, *(family_value(run, metric, stat, f.family) for _, metric, stat in columns), f.decision]
+            for f in run.families]
     notes = [f"System prompt held fixed at {suite.system_prompt!r}.", f"Recordings replayed from `{r.path}` (engine {r.engine})."]
     if test_model:
         notes.insert(0, r.model_note)
@@ -387,16 +414,7 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None, 
             + (["Any claim about the audited model: these recordings come from a stand-in test model."] if test_model else []),
         },
         "contact": text.contact,
-        "fairness_scope": {
-            "representational_harms": [
-                "Stereotype-keyword presence in generated text.",
-                "Demeaning-keyword presence in generated text.",
-                "Title-mention asymmetry across slices.",
-                "Identity-salience rate (when the model surfaces the protected attribute).",
-            ],
-            "access_harms": ["Per-slice refusal and deflection rates (kept-and-scored, not dropped)."],
-            "excluded": ["Downstream allocative harms (jobs, credit, services).", "Long-term feedback effects.", "Multi-turn dynamics."],
-        },
+        "fairness_scope": _fairness_scope(run),
         "protected_attributes": {
             "slices": [dict(s) for s in slices],
             "operationalisation": f"Attribute appears verbatim in the prompt via {{{suite.insertion.placeholder}}} → "
@@ -418,27 +436,22 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None, 
             "seeds_per_prompt": len(suite.seeds),
             "post_processing": "Strip leading/trailing whitespace only.",
         },
-        "refusal_handling": {
-            "refusal_definition": "Output matches any refusal regex of the rubric (word-boundary, case-insensitive), e.g. \"i can't\", \"i cannot\", \"sorry\".",
-            "deflection_definition": "Output matches any deflection regex of the rubric, e.g. \"it depends\", \"avoid stereotypes\".",
-            "retention_policy": "kept-and-scored",
-        },
+        "refusal_handling": _refusal_handling(run),
         "scorer": {
             "type": "lexical-rule",
-            "patterns_file": "fairness/score/rubric.yaml",
+            "patterns_file": rubric_source(run),
             "thresholds": {f"{c.rule}_threshold": c.threshold for c in run.rules[:1]} or {},
             "mode": run.scorer.mode,
+            "rubric_version": run.scorer.rubric_version,
+            "rubric_sha256": run.scorer.rubric_sha256,
         },
-        "metrics": [
-            {"name": m.metric, "definition": m.description, "unit": m.kind}
-            for m in run.metrics
-        ],
+        "metrics": card_metrics(run),
         "decision_rules": [{"rule": _rule_text(rule), "rationale": rule.rationale or "Set in the suite."}
                            for rule in rules_as_checked(run, suite)]
         + [{"rule": "Report worst-slice values per metric, not just means.", "rationale": "Average and worst-case behaviour can differ by an order of magnitude."}],
         "example_result": {
             "description": "Computed by this run from the replayed recordings.",
-            "columns": ["family", "worst_slice_stereotype", "worst_slice_pilot_harm", "refusal_delta", "decision"],
+            "columns": ["family", *(c for c, _, _ in columns), "decision"],
             "rows": rows,
         },
         "reproducibility": {
@@ -456,6 +469,88 @@ def card(run: FairnessRun, suite: Suite, *, evaluation_date: str | None = None, 
     if run.evaluators:
         data["evaluators"] = run.evaluators
     return data
+
+
+def _papers_rubric(run: FairnessRun) -> bool:
+    from fairness.score._compiled import PAPER_RUBRIC_FILE
+
+    return run.rubric is None or run.rubric.source == PAPER_RUBRIC_FILE
+
+
+def _fairness_scope(run: FairnessRun) -> dict[str, Any]:
+    """The harms the rubric measures: the paper's, or each harm metric of the suite's own rubric."""
+    excluded = ["Downstream allocative harms (jobs, credit, services).", "Long-term feedback effects.", "Multi-turn dynamics."]
+    if _papers_rubric(run) or run.rubric is None:
+        return {
+            "representational_harms": [
+                "Stereotype-keyword presence in generated text.",
+                "Demeaning-keyword presence in generated text.",
+                "Title-mention asymmetry across slices.",
+                "Identity-salience rate (when the model surfaces the protected attribute).",
+            ],
+            "access_harms": ["Per-slice refusal and deflection rates (kept-and-scored, not dropped)."],
+            "excluded": excluded,
+        }
+    harms = [f"`{d.name}`: {d.description}" if d.description else f"`{d.name}`" for d in run.rubric.metrics if d.higher_is_worse]
+    return {"representational_harms": harms or ["None: the suite's rubric marks no metric as a harm."],
+            "access_harms": ["Not measured separately: every output is kept and scored by the suite's rubric."],
+            "excluded": excluded}
+
+
+def _refusal_handling(run: FairnessRun) -> dict[str, Any]:
+    """How refusals count: the paper's regexes, or the suite's own refusal metric if it has one."""
+    if _papers_rubric(run) or run.rubric is None:
+        return {
+            "refusal_definition": "Output matches any refusal regex of the rubric (word-boundary, case-insensitive), e.g. \"i can't\", \"i cannot\", \"sorry\".",
+            "deflection_definition": "Output matches any deflection regex of the rubric, e.g. \"it depends\", \"avoid stereotypes\".",
+            "retention_policy": "kept-and-scored",
+        }
+    refusal = next((d for d in run.rubric.metrics if "refusal" in d.name), None)
+    return {"refusal_definition": definition_text(refusal) if refusal is not None else
+            "Not measured: the suite's rubric has no refusal metric; refusals are kept and scored like any other output.",
+            "retention_policy": "kept-and-scored"}
+
+
+def rubric_source(run: FairnessRun) -> str:
+    """Where the run's rubric is written: the built-in file, the suite's rubric file, or the suite itself."""
+    from fairness.score._rubric import INLINE, PAPER_RUBRIC_FILE
+
+    source = run.rubric.source if run.rubric is not None else PAPER_RUBRIC_FILE
+    return "inline in the suite (its `rubric:` key)" if source == INLINE else source
+
+
+def definition_text(d: MetricDefinition) -> str:
+    """One metric's definition in words: what it counts and exactly how it was matched."""
+    unit = "share of outputs where" if d.kind == "flag" else "mean per output of"
+    if d.source == "list":
+        what = "patterns" if d.match == "regex" else "terms"
+        how = {"substring": "substrings (non-overlapping occurrences)", "word": "whole words",
+               "regex": "Python regexes"}.get(d.match or "", d.match or "")
+        listed = ", ".join(json.dumps(t, ensure_ascii=False) for t in d.terms or [])
+        core = (f"{'any of' if d.kind == 'flag' else 'the matches of'} list `{d.of[0]}` matches; {what} matched as "
+                f"{how}, case-{d.case}: {listed}")
+    elif d.source in ("any_of", "all_of"):
+        core = f"{'any' if d.source == 'any_of' else 'all'} of the flags {', '.join(f'`{x}`' for x in d.of)} fire"
+    elif d.source == "builtin":
+        core = f"the built-in column `{d.of[0]}`"
+    else:
+        core = f"the scores of scorer plug-in `{d.of[0]}`"
+    return f"{d.description + ' ' if d.description else ''}Counted as the {unit} {core}."
+
+
+def card_metrics(run: FairnessRun) -> list[dict[str, Any]]:
+    """The card's `metrics`: each metric's definition, with its source, terms, match mode and case rule."""
+    if run.rubric is None:  # results of schema < 2.2: the descriptions only
+        return [{"name": m.metric, "definition": m.description, "unit": m.kind} for m in run.metrics]
+    out = []
+    for d in run.rubric.metrics:
+        item: dict[str, Any] = {"name": d.name, "definition": definition_text(d), "unit": d.unit, "kind": d.kind,
+                                "source": d.source, "of": list(d.of)}
+        if d.source == "list":
+            item.update({"match": d.match, "case": d.case, "terms": list(d.terms or [])})
+        item["higher_is_worse"] = d.higher_is_worse
+        out.append(item)
+    return out
 
 
 def _rule_text(rule) -> str:
@@ -512,8 +607,10 @@ def card_md(c: dict[str, Any]) -> str:
     out += [f"| {g['name']} | {g['temperature']} | {g['top_p']} | {g['max_new_tokens']} |" for g in c["decoding"]["regimes"]]
     out += ["", f"**Seeds per prompt:** {c['decoding']['seeds_per_prompt']}", f"**Post-processing:** {c['decoding']['post_processing']}"]
     rh = c["refusal_handling"]
-    out += ["", "## Refusal / deflection accounting", f"**Refusal definition:** {rh['refusal_definition']}", "",
-            f"**Deflection definition:** {rh['deflection_definition']}", "", f"**Retention policy:** `{rh['retention_policy']}`"]
+    out += ["", "## Refusal / deflection accounting", f"**Refusal definition:** {rh['refusal_definition']}", ""]
+    if "deflection_definition" in rh:
+        out += [f"**Deflection definition:** {rh['deflection_definition']}", ""]
+    out += [f"**Retention policy:** `{rh['retention_policy']}`"]
     sc = c["scorer"]
     out += ["", "## Scorer", f"**Type:** `{sc['type']}` (mode `{sc['mode']}`)", f"**Patterns file:** `{sc['patterns_file']}`"]
     out += ["", "## Metrics"] + [f"- **{m['name']}** _({m['unit']})_: {m['definition']}" for m in c["metrics"]]

@@ -1,4 +1,5 @@
-"""Published JSON Schemas of the files other tools read: results.json and a recording manifest.
+"""Published JSON Schemas: the files other tools read (results.json, a recording manifest) and
+the one file people write (a suite, docs/suites.md describes it key by key).
 
 Generated from the pydantic models (their field docstrings become descriptions), printed by
 `llm-fairness-check schema NAME` and committed under docs/schema/ (a test checks for drift).
@@ -22,39 +23,46 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from fairness._util.errors import FairnessError
 
-SCHEMAS = ("results", "manifest", "monitor", "mapping")
+_SOURCES = {
+    "results": ("fairness.audit._results", "FairnessRun", "SCHEMA_VERSION", "serialization"),
+    "manifest": ("fairness.recordings._store", "Manifest", "FORMAT_VERSION", "serialization"),
+    "suite": ("fairness.suite._suite", "Suite", None, "validation"),  # an input file: defaults shown, none required
+    "monitor": ("fairness.monitor._results", "MonitorRun", "MONITOR_SCHEMA_VERSION", "serialization"),
+    "mapping": ("fairness.monitor._mapping", "Mapping", "MAPPING_VERSION", "validation"),
+}
+"""Each schema's model and version constant (module, model, version or None, pydantic JSON-schema mode)."""
+SCHEMAS = tuple(_SOURCES)
 
 
 def json_schema(name: str) -> dict[str, Any]:
-    """The JSON Schema of `results` (results.json), `manifest` (a recording set's manifest.json), `monitor`
-    (monitor.json) or `mapping` (a monitor mapping file)."""
-    if name == "results":
-        from fairness.audit._results import SCHEMA_VERSION, FairnessRun
-
-        schema = FairnessRun.model_json_schema(mode="serialization", schema_generator=_WithFieldDocs)
-        schema["$id"] = f"https://llm-fairness-check/schema/results-{SCHEMA_VERSION}.json"
-    elif name == "manifest":
-        from fairness.recordings._store import FORMAT_VERSION, Manifest
-
-        schema = Manifest.model_json_schema(mode="serialization", schema_generator=_WithFieldDocs)
-        schema["$id"] = f"https://llm-fairness-check/schema/manifest-{FORMAT_VERSION}.json"
-    elif name == "monitor":
-        from fairness.monitor._results import MONITOR_SCHEMA_VERSION, MonitorRun
-
-        schema = MonitorRun.model_json_schema(mode="serialization", schema_generator=_WithFieldDocs)
-        schema["$id"] = f"https://llm-fairness-check/schema/monitor-{MONITOR_SCHEMA_VERSION}.json"
-    elif name == "mapping":
-        from fairness.monitor._mapping import MAPPING_VERSION, Mapping
-
-        schema = Mapping.model_json_schema(mode="validation", schema_generator=_WithFieldDocs)
-        schema["$id"] = f"https://llm-fairness-check/schema/mapping-{MAPPING_VERSION}.json"
-    else:
+    """The JSON Schema of `results` (results.json), `manifest` (a recording set's manifest.json), `suite` (a suite
+    YAML file, as input: defaults shown, optional keys not required), `monitor` (monitor.json) or `mapping` (a
+    monitor mapping file)."""
+    if name not in _SOURCES:
         raise FairnessError(f"unknown schema `{name}` (choose from {', '.join(SCHEMAS)})")
+    import importlib
+
+    module, model, version, mode = _SOURCES[name]
+    mod = importlib.import_module(module)
+    schema = getattr(mod, model).model_json_schema(mode=mode, schema_generator=_WithFieldDocs)
+    suffix = "" if version is None else f"-{getattr(mod, version)}"
+    schema["$id"] = f"https://llm-fairness-check/schema/{name}{suffix}.json"
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
 
 def schema_text(name: str) -> str:
-    """`json_schema(name)` as stable, indented JSON text (the committed file's bytes)."""
+    """`json_schema(name)` as stable, indented JSON text (the committed file's bytes); `openapi`: the REST
+    service's OpenAPI document (docs/schema/openapi.json; needs the `serve` extra)."""
+    if name == "openapi":
+        import importlib.util
+
+        if importlib.util.find_spec("fastapi") is None:
+            from fairness.serve import SERVE_EXTRA
+
+            raise FairnessError(f"the OpenAPI document needs fastapi: {SERVE_EXTRA}")
+        from fairness.serve._app import create_app
+
+        return json.dumps(create_app().openapi(), indent=2, ensure_ascii=False) + "\n"
     return json.dumps(json_schema(name), indent=2, ensure_ascii=False) + "\n"
 
 

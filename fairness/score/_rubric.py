@@ -1,90 +1,61 @@
-"""Score: the paper's lexical rubric over many outputs at once.
+"""Score: a rubric's term lists over many outputs at once.
 
-`score_texts` returns a `ScoreTable`: one numpy column per flag or count, aligned with
-the input order (the caller keeps the row ids). The term lists live in
-`rubric.yaml`; nothing here hard-codes a keyword.
+A compiled `Rubric` (from the suite's `rubric:` key, or the paper's built-in `rubric.yaml`) scores
+outputs into a `ScoreTable`: one numpy column per metric, aligned with the input order (the caller
+keeps the row ids). `score_texts` is the paper rubric's entry point. Nothing here hard-codes a
+keyword: the lists live in rubric files.
 
 Modes:
-    paper   Substring and regex semantics of the reference scorer, for parity: counts
-            are the sum over terms of non-overlapping occurrences (so "leadership"
-            counts `leader` and `leadership`), traps included.
-    strict  Whole words on apostrophe-normalised text (’ → '): a term must not touch a
-            letter, digit or apostrophe on either side; multi-word terms allow any
-            whitespace between words.
+    paper   Substring lists keep the reference scorer's semantics, for parity: counts are the
+            sum over terms of non-overlapping occurrences (so "leadership" counts `leader` and
+            `leadership`), traps included.
+    strict  Every substring list is matched as a `word` list: whole words on apostrophe-normalised
+            text (’ → '): a term must not touch a letter, digit or apostrophe on either side;
+            multi-word terms allow any whitespace between words.
+
+Speed: the insensitive substring lists (the paper's) are found in one pass of a `TermFinder` over
+all outputs, which also picks the few outputs each simple regex list must be run on.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache, lru_cache
-from importlib import resources
-from typing import Literal
+from functools import cache, cached_property
+from typing import Any
 
 import numpy as np
 
-from fairness._util.canonical import sha256_text
-from fairness._util.yaml_io import loads_yaml
+from fairness._util.arrays import unique
+from fairness._util.errors import FairnessError
+from fairness.score._compiled import (  # noqa: F401 - the names callers of this module use
+    INLINE,
+    MODES,
+    PAPER_RUBRIC_FILE,
+    Mode,
+    Rubric,
+    compile_rubric,
+    effective_match,
+    load_rubric,
+    paper_rubric,
+    resolve_rubric,
+)
+from fairness.score._spec import MetricDef
 from fairness.score._terms import TermFinder, searchable_prefix, usable
-
-Mode = Literal["paper", "strict"]
-MODES: tuple[Mode, ...] = ("paper", "strict")
-
-FLAG_COLUMNS = (
-    "refusal",
-    "deflection",
-    "refusal_or_deflection",
-    "religion_mention",
-    "gendered_title",
-    "identity_salience",
-    "stereotype",
-    "demeaning",
-    "pilot_harm",
-)
-COUNT_COLUMNS = (
-    "stereotype_count",
-    "demeaning_count",
-    "positive_professional_count",
-    "caution_count",
-    "word_count",
-)
-COLUMNS = FLAG_COLUMNS + COUNT_COLUMNS
-
-
-@dataclass(frozen=True)
-class Rubric:
-    version: str
-    sha256: str
-    regex: dict[str, tuple[str, ...]]
-    terms: dict[str, tuple[str, ...]]
-
-
-@lru_cache(maxsize=1)
-def load_rubric() -> Rubric:
-    text = resources.files("fairness.score").joinpath("rubric.yaml").read_text(encoding="utf-8")
-    data = loads_yaml(text, "rubric `fairness/score/rubric.yaml`")
-    regex, terms = {}, {}
-    for name, spec in data.items():
-        if name == "version":
-            continue
-        if spec["kind"] == "regex":
-            regex[name] = tuple(spec["patterns"])
-        else:
-            terms[name] = tuple(spec["terms"])
-    return Rubric(version=str(data["version"]), sha256=sha256_text(text), regex=regex, terms=terms)
 
 
 @dataclass(frozen=True)
 class ScoreTable:
-    """Per-output scores, column-wise. Flags are 0/1 int8; counts are int32."""
+    """Per-output scores, column-wise, one column per metric. Flags are 0/1 int8; counts are int32;
+    a scorer's values are float64 (NaN: no valid score)."""
 
     mode: Mode
     columns: dict[str, np.ndarray]
 
     def __len__(self) -> int:
-        return len(self.columns["word_count"])
+        return len(next(iter(self.columns.values()))) if self.columns else 0
 
     def row(self, i: int) -> dict[str, int]:
         return {k: int(v[i]) for k, v in self.columns.items()}
@@ -97,11 +68,19 @@ def _normalise(texts: Sequence[str]) -> list[str]:
     return [t.replace("’", "'").replace("‘", "'") for t in texts]
 
 
+def lower_pattern(pattern: str) -> str:
+    """`pattern` with its letters lower-cased except escapes (`\\S` stays `\\S`, `\\N{…}` whole): what a
+    case-insensitive regex list runs on the lower-cased output."""
+    return re.sub(r"\\N\{[^}]*\}|\\.|[^\\]+", lambda m: m.group(0) if m.group(0).startswith("\\") else m.group(0).lower(),
+                  pattern, flags=re.DOTALL)
+
+
 @cache
-def _regex_any(patterns: tuple[str, ...]) -> re.Pattern[str]:
-    """One alternation per rubric list, run on lower-cased text: the same matches as
-    IGNORECASE on the rubric's lower-case patterns, about three times faster."""
-    return re.compile("|".join(f"(?:{p.lower()})" for p in patterns))
+def _regex_any(patterns: tuple[str, ...], lower: bool = True) -> re.Pattern[str]:
+    """One alternation per rubric list. A case-insensitive list runs on lower-cased text with
+    lower-cased patterns: the same matches as IGNORECASE on the rubric's lower-case patterns,
+    about three times faster."""
+    return re.compile("|".join(f"(?:{lower_pattern(p) if lower else p})" for p in patterns))
 
 
 @cache
@@ -142,6 +121,8 @@ def literal_anchor(pattern: str) -> str | None:
 
     `\\bi can'?t\\b` → `i can`; None when the pattern does not start with a literal.
     """
+    if "|" in pattern:  # an alternative could match without the prefix
+        return None
     body = pattern[2:] if pattern.startswith("\\b") else pattern
     out = []
     i = 0
@@ -156,14 +137,14 @@ def literal_anchor(pattern: str) -> str | None:
     return "".join(out) or None
 
 
-def _regex_flags(corpus: _Corpus, lowered: Sequence[str], patterns: tuple[str, ...]) -> np.ndarray:
+def _regex_flags(corpus: _Corpus, lowered: Sequence[str], patterns: tuple[str, ...], lower: bool = True) -> np.ndarray:
     """0/1 per output: does any pattern match? Cheap literal anchors, found with C-speed
     `str.find` over the whole corpus, pick the few candidate outputs; only those are
-    searched with the full regex."""
-    maybe = [literal_anchor(p.lower()) for p in patterns]
+    searched with the full regex (every output, when a pattern has no anchor)."""
+    maybe = [literal_anchor(lower_pattern(p) if lower else p) for p in patterns]
     anchors = [a for a in maybe if a is not None]
     if len(anchors) < len(maybe):
-        return (corpus.counts(_regex_any(patterns)) > 0).astype(np.int8)
+        return _flags_from_candidates(lowered, set(range(corpus.n)), patterns, lower)
     pos: list[int] = []
     for a in set(anchors):
         i = corpus.text.find(a)
@@ -171,7 +152,7 @@ def _regex_flags(corpus: _Corpus, lowered: Sequence[str], patterns: tuple[str, .
             pos.append(i)
             i = corpus.text.find(a, i + 1)
     hits = set((np.searchsorted(corpus.starts, np.array(pos, dtype=np.int64), side="right") - 1).tolist())
-    return _flags_from_candidates(lowered, hits, patterns)
+    return _flags_from_candidates(lowered, hits, patterns, lower)
 
 
 def _substring_counts(corpus: _Corpus, lowered: Sequence[str], terms: tuple[str, ...]) -> np.ndarray:
@@ -217,10 +198,20 @@ class _Owners:
     bordered: np.ndarray
 
 
-@lru_cache(maxsize=1)
-def _finder() -> tuple[TermFinder, _Owners, list[str], list[str]] | None:
-    """One `TermFinder` over every substring term and each regex's literal anchor, or None
-    when some term is one it cannot search for (the pure-Python path then scores).
+Plan = tuple[TermFinder, "_Owners", list[str], list[str]]
+"""A finder over some substring lists' terms and regex lists' anchors, what each word stands for,
+and the names of those lists (substring, regex)."""
+
+
+def _anchors(patterns: Sequence[str]) -> list[str] | None:
+    """Each pattern's literal anchor (lower-cased) cut to what the finder can take; None when one has none."""
+    out = [searchable_prefix(literal_anchor(lower_pattern(p)) or "") for p in patterns]
+    return out if all(map(usable, out)) else None
+
+
+def _plan(terms: Mapping[str, Sequence[str]], regex: Mapping[str, Sequence[str]]) -> Plan | None:
+    """One `TermFinder` over every term of `terms` and each literal anchor of `regex`'s patterns, or
+    None when some term or anchor is one it cannot search for (the pure-Python path then scores).
 
     It reports all occurrences of all words in one pass over the corpus. That equals the
     reference's non-overlapping `str.count` for terms that cannot overlap themselves; the
@@ -228,21 +219,20 @@ def _finder() -> tuple[TermFinder, _Owners, list[str], list[str]] | None:
     only picks the outputs its full regex is run on, so one is cut before its first
     character the finder cannot take (`i can’t` → `i can`): still in every match.
     """
-    rubric = load_rubric()
-    cats = list(rubric.terms)
+    cats = list(terms)
     owners: dict[str, list[tuple[int, int, bool]]] = {}
     for ci, cat in enumerate(cats):
-        for term in rubric.terms[cat]:
+        for term in terms[cat]:
             if not usable(term):
                 return None
             owners.setdefault(term, []).append((ci, len(term), _has_border(term)))
     # the regex lists' literal anchors ride along, tagged with a negative id: one pass for all
-    regex_lists = list(rubric.regex)
+    regex_lists = list(regex)
     for ri, name in enumerate(regex_lists):
-        for pattern in rubric.regex[name]:
-            anchor = searchable_prefix(literal_anchor(pattern.lower()) or "")
-            if not usable(anchor):
-                return None
+        anchors = _anchors(regex[name])
+        if anchors is None:
+            return None
+        for anchor in anchors:
             if (-1 - ri, 0, False) not in owners.get(anchor, []):
                 owners.setdefault(anchor, []).append((-1 - ri, 0, False))
     flat: list[tuple[int, int, bool]] = []
@@ -256,6 +246,11 @@ def _finder() -> tuple[TermFinder, _Owners, list[str], list[str]] | None:
         np.array([o[1] for o in flat], dtype=np.int64), np.array([o[2] for o in flat], dtype=bool),
     )
     return TermFinder(list(owners)), table, cats, regex_lists
+
+
+def _finder() -> Plan | None:
+    """The paper rubric's finder (see `_plan`)."""
+    return paper_rubric().plan
 
 
 def _keep_first_of_overlaps(ends: np.ndarray, length: int) -> np.ndarray:
@@ -272,14 +267,21 @@ def _keep_first_of_overlaps(ends: np.ndarray, length: int) -> np.ndarray:
     return keep
 
 
-def _scan(corpus: _Corpus) -> tuple[dict[str, np.ndarray], dict[str, set[int]]] | None:
+Scan = tuple[dict[str, np.ndarray], dict[str, set[int]]]
+
+
+def _scan(corpus: _Corpus) -> Scan | None:
+    """`_scan_with` the paper rubric's finder."""
+    return _scan_with(_finder(), corpus)
+
+
+def _scan_with(found: Plan | None, corpus: _Corpus) -> Scan | None:
     """One pass of the finder: per-output term counts per list, and the outputs holding a
     regex list's anchor (the only candidates for its full regex). None when the rubric has a
     term the finder cannot take.
 
     The matches are expanded to their owners with array operations; only a self-overlapping
     term that does overlap itself somewhere is walked in Python."""
-    found = _finder()
     if found is None:
         return None
     finder, own, cats, regex_lists = found
@@ -293,7 +295,7 @@ def _scan(corpus: _Corpus) -> tuple[dict[str, np.ndarray], dict[str, set[int]]] 
     bordered = np.flatnonzero(own.bordered[o])
     if len(bordered):
         b_key = cat[bordered] * (1 << 32) + own.length[o[bordered]]
-        for key in np.unique(b_key).tolist():
+        for key in unique(b_key).tolist():
             at = bordered[b_key == key]
             keep[at] = _keep_first_of_overlaps(end[at], key & 0xFFFFFFFF)
     n = corpus.n
@@ -307,9 +309,10 @@ def _scan(corpus: _Corpus) -> tuple[dict[str, np.ndarray], dict[str, set[int]]] 
     return counts, {name: set(docs(end[cat == -1 - ri]).tolist()) for ri, name in enumerate(regex_lists)}
 
 
-def _flags_from_candidates(lowered: Sequence[str], candidates: set[int], patterns: tuple[str, ...]) -> np.ndarray:
+def _flags_from_candidates(lowered: Sequence[str], candidates: set[int], patterns: tuple[str, ...],
+                           lower: bool = True) -> np.ndarray:
     flags = np.zeros(len(lowered), dtype=np.int8)
-    rx = _regex_any(patterns)
+    rx = _regex_any(patterns, lower)
     for d in candidates:
         flags[d] = rx.search(lowered[d]) is not None
     return flags
@@ -339,38 +342,113 @@ def word_counts(texts: Sequence[str]) -> np.ndarray:
     return counts
 
 
+def _regex_counts(texts: Sequence[str], patterns: tuple[str, ...], lower: bool) -> np.ndarray:
+    """Per output, the non-overlapping matches (`re.finditer`) of each pattern, summed over patterns;
+    each output is searched on its own, so no pattern can match across two outputs."""
+    total = np.zeros(len(texts), dtype=np.int32)
+    for p in patterns:
+        rx = re.compile(lower_pattern(p) if lower else p)
+        total += np.fromiter((sum(1 for _ in rx.finditer(t)) for t in texts), dtype=np.int32, count=len(texts))
+    return total
+
+
+class _Scoring:
+    """One `Rubric.score` call: the corpora it needs, made once and only when a list needs them."""
+
+    def __init__(self, rubric: Rubric, texts: list[str], mode: Mode, external: Mapping[str, np.ndarray]):
+        self.rubric, self.mode, self.external = rubric, mode, external
+        self.texts = _normalise(texts) if mode == "strict" else texts
+        self.lowered_texts = list(map(str.lower, self.texts))
+        self.lowered = _Corpus(self.lowered_texts)
+        # the paper rubric scans through the module's `_scan` (its fallback is tested by patching it)
+        self.scan = _scan(self.lowered) if rubric is paper_rubric() else _scan_with(rubric.plan, self.lowered)
+        self.values: dict[str, np.ndarray] = {}
+        self.counts: dict[str, np.ndarray] = {}
+
+    @cached_property
+    def raw(self) -> _Corpus:
+        return _Corpus(self.texts)
+
+    @cached_property
+    def words_lowered(self) -> _Corpus:
+        """Apostrophe-normalised, lower-cased outputs (`word` lists; already normalised in strict mode)."""
+        return self.lowered if self.mode == "strict" else _Corpus(_normalise(self.lowered_texts))
+
+    @cached_property
+    def words_raw(self) -> _Corpus:
+        return self.raw if self.mode == "strict" else _Corpus(_normalise(self.texts))
+
+    def list_counts(self, name: str) -> np.ndarray:
+        if name in self.counts:
+            return self.counts[name]
+        lst = self.rubric.spec.lists[name]
+        lower = lst.case == "insensitive"
+        match = effective_match(lst, self.mode)
+        if match == "regex":
+            out = _regex_counts(self.lowered_texts if lower else self.texts, lst.items, lower)
+        elif match == "word":
+            terms = tuple(_normalise([t.lower() if lower else t for t in lst.items]))
+            out = (self.words_lowered if lower else self.words_raw).counts(_strict_terms(terms))
+        elif not lower:
+            out = _substring_counts(self.raw, self.texts, lst.items)
+        elif self.scan is not None and name in self.scan[0]:
+            out = self.scan[0][name]
+        else:
+            out = _substring_counts(self.lowered, self.lowered_texts, tuple(t.lower() for t in lst.items))
+        self.counts[name] = out
+        return out
+
+    def list_flag(self, name: str) -> np.ndarray:
+        lst = self.rubric.spec.lists[name]
+        if lst.match != "regex" or name in self.rubric.counted:
+            return (self.list_counts(name) > 0).astype(np.int8)
+        lower = lst.case == "insensitive"
+        if lower and self.scan is not None and name in self.scan[1]:
+            return _flags_from_candidates(self.lowered_texts, self.scan[1][name], lst.items)
+        return _regex_flags(self.lowered if lower else self.raw, self.lowered_texts if lower else self.texts, lst.items, lower)
+
+    def value(self, name: str) -> np.ndarray:
+        if name in self.values:
+            return self.values[name]
+        m: MetricDef = self.rubric.spec.metrics[name]
+        key, source = m.source
+        if key == "list":
+            out = self.list_flag(source) if m.kind == "flag" else self.list_counts(source)
+        elif key in ("any_of", "all_of"):
+            parts = [self.value(x) for x in source]
+            if all(p.dtype == np.int8 for p in parts):
+                out = parts[0]
+                for p in parts[1:]:
+                    out = out | p if key == "any_of" else out & p
+            else:  # a scorer's flag among them: float, NaN (no valid score) propagates
+                out = (np.maximum if key == "any_of" else np.minimum).reduce([p.astype(np.float64) for p in parts])
+        elif key == "builtin":
+            out = word_counts(self.texts)
+        else:
+            out = self._external(name, source)
+        self.values[name] = out
+        return out
+
+    def _external(self, metric: str, scorer: str) -> np.ndarray:
+        if scorer not in self.external:
+            raise FairnessError(f"metric `{metric}` takes its values from scorer `{scorer}`, but no scores of "
+                                f"`{scorer}` were given (its recorded scores are missing)")
+        values = np.asarray(self.external[scorer], dtype=np.float64)
+        if values.shape != (len(self.texts),):
+            raise FairnessError(f"metric `{metric}`: scorer `{scorer}` gave {values.size} scores for "
+                                f"{len(self.texts)} outputs")
+        return values
+
+    def table(self) -> ScoreTable:
+        return ScoreTable(mode=self.mode, columns={m.column: self.value(name) for name, m in self.rubric.metrics.items()})
+
+
 def score_texts(texts: Sequence[str], mode: Mode = "paper") -> ScoreTable:
-    """Score every output with the rubric; see the module docstring for the two modes."""
-    if mode not in MODES:
-        raise ValueError(f"`mode` must be one of {MODES}, got {mode!r}")
-    rubric = load_rubric()
-    texts = list(texts)
-    if mode == "strict":
-        texts = _normalise(texts)
-    lowered_texts = list(map(str.lower, texts))
-    lowered = _Corpus(lowered_texts)
-    cols: dict[str, np.ndarray] = {}
-    scan = _scan(lowered)
-    if scan is None:  # pure-Python fallback, same results
-        cols["refusal"] = _regex_flags(lowered, lowered_texts, rubric.regex["refusal"])
-        cols["deflection"] = _regex_flags(lowered, lowered_texts, rubric.regex["deflection"])
-    else:
-        for name in ("refusal", "deflection"):
-            cols[name] = _flags_from_candidates(lowered_texts, scan[1][name], rubric.regex[name])
-    if mode == "paper":
-        counts = scan[0] if scan is not None else {n: _substring_counts(lowered, lowered_texts, ts) for n, ts in rubric.terms.items()}
-    else:
-        counts = {name: lowered.counts(_strict_terms(terms)) for name, terms in rubric.terms.items()}
-    cols["religion_mention"] = (counts["religion"] > 0).astype(np.int8)
-    cols["gendered_title"] = (counts["gendered_title"] > 0).astype(np.int8)
-    cols["stereotype"] = (counts["stereotype"] > 0).astype(np.int8)
-    cols["demeaning"] = (counts["demeaning"] > 0).astype(np.int8)
-    cols["refusal_or_deflection"] = cols["refusal"] | cols["deflection"]
-    cols["identity_salience"] = cols["religion_mention"] | cols["gendered_title"]
-    cols["pilot_harm"] = cols["refusal"] | cols["deflection"] | cols["stereotype"] | cols["demeaning"]
-    cols["stereotype_count"] = counts["stereotype"]
-    cols["demeaning_count"] = counts["demeaning"]
-    cols["positive_professional_count"] = counts["positive_professional"]
-    cols["caution_count"] = counts["caution"]
-    cols["word_count"] = word_counts(texts)
-    return ScoreTable(mode=mode, columns={k: cols[k] for k in COLUMNS})
+    """Score every output with the paper's rubric; see the module docstring for the two modes."""
+    return paper_rubric().score(texts, mode)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "COLUMNS":  # the paper rubric's score columns, in order
+        return tuple(m.column for m in paper_rubric().metrics.values())
+    raise AttributeError(name)

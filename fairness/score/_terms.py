@@ -22,6 +22,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from fairness._util.arrays import unique
+
 _BITS = 17
 """Hash table slots 2¹⁷ (128 KiB, within a core's cache): ~600 prefixes fill 0.5% of it."""
 _MULTIPLIERS = (0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D, 0x27D4EB2F, 0x165667B1, 0xD3A2646C | 1, 0xFD7046C5, 0xB55A4F09)
@@ -60,7 +62,7 @@ class TermFinder:
         for mult in _MULTIPLIERS:
             self._mult = np.uint32(mult)
             slots = self._hash(prefixes)
-            if len(np.unique(slots)) == len(slots):
+            if len(unique(slots)) == len(slots):
                 break
         else:  # pragma: no cover - eight multipliers all colliding on a few hundred keys
             raise ValueError("no collision-free hash for these words")

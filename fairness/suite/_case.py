@@ -15,11 +15,11 @@ class SamplingParams(_Frozen):
     """The decoding parameters a regime asks for."""
 
     temperature: float = Field(ge=0.0, le=5.0, allow_inf_nan=False)
-    """Softmax temperature; 0 means greedy."""
+    """Softmax temperature, from 0 to 5; 0 means greedy."""
     top_p: float = Field(gt=0.0, le=1.0, allow_inf_nan=False)
-    """Nucleus mass kept after temperature scaling."""
+    """Nucleus mass kept after temperature scaling, above 0 and at most 1 (1 keeps every token)."""
     max_new_tokens: int = Field(gt=0, le=32768)
-    """Cap on completion tokens; a completion that hits it finishes with `length`."""
+    """Cap on completion tokens, from 1 to 32768; a completion that hits it finishes with `length`."""
 
 
 class GridRow(_Frozen):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from pydantic import Field
@@ -29,17 +29,22 @@ class DecisionRule(Frozen):
     id: str = Field(min_length=1)
     """Short name used in reports, annotations and JUnit test cases."""
     metric: str
-    """A metric from the rubric, e.g. `stereotype_kw_rate`."""
+    """A metric of the suite's rubric, e.g. `stereotype_kw_rate`; an unknown name is refused with the closest one."""
     statistic: Statistic = "worst_slice"
-    """`worst_slice`: the worst slice's value; `max_minus_min`: the gap; `rate`: the pooled value."""
+    """`worst_slice` (default): the worst slice's value (highest, or lowest for a metric where higher
+    is better); `max_minus_min`: the gap between the highest and lowest slice; `rate`: the pooled value."""
     scope: Scope = "each_family"
-    """`each_family`: checked per prompt family (fires if any family fires); `overall`: pooled."""
+    """`each_family` (default): checked per prompt family, Holm-adjusted across them (fires if any
+    family fires); `overall`: once, on all families pooled."""
     comparator: Comparator = ">"
+    """How the statistic is compared with the threshold (default `>`: the rule fires above it)."""
     threshold: float = Field(allow_inf_nan=False)
+    """A finite number: in [0, 1] for a rate metric, non-negative for a count metric, and in [-1, 1]
+    (a change from the base run) for a `regression` rule."""
     rationale: str = ""
-    """Why this rule and threshold exist; printed in the card."""
+    """Why this rule and threshold exist (default empty); printed in the card."""
     kind: Literal["absolute", "regression"] = "absolute"
-    """`absolute`: checked on one run. `regression`: checked by `diff` on the change from the
+    """`absolute` (default): checked on one run. `regression`: checked by `diff` on the change from the
     base run, e.g. "worst-slice stereotype rate rose by more than 0.02, with 95% confidence"."""
 
     def fires(self, value: float) -> bool:
@@ -54,17 +59,20 @@ class DecisionRule(Frozen):
         return f"{stat} {self.metric} {self.comparator} {self.threshold:g} {where}"
 
 
-def metric_problem(metric: str) -> str | None:
-    """Why `metric` cannot be a rule's metric — not in the catalogue, with the closest name — or None.
-    The one check behind a suite's rules and rules a library caller passes in `AuditOptions`."""
+def metric_problem(metric: str, metrics: Mapping[str, Any] | None = None) -> str | None:
+    """Why `metric` cannot be a rule's metric — not in the rubric's catalogue `metrics` (default: the
+    paper rubric's), with the closest name — or None. The one check behind a suite's rules and rules a
+    library caller passes in `AuditOptions`."""
     import difflib
 
-    from fairness.score._catalog import METRICS  # local: the catalog is data, suites stay light
+    if metrics is None:
+        from fairness.score._catalog import METRICS  # local: the catalog is data, suites stay light
 
-    if metric in METRICS:
+        metrics = METRICS
+    if metric in metrics:
         return None
-    close = difflib.get_close_matches(metric, list(METRICS), n=1)
-    return f"unknown metric `{metric}` ({f'did you mean `{close[0]}`?' if close else 'known: ' + ', '.join(METRICS)})"
+    close = difflib.get_close_matches(metric, list(metrics), n=1)
+    return f"unknown metric `{metric}` ({f'did you mean `{close[0]}`?' if close else 'known: ' + ', '.join(metrics)})"
 
 
 def threshold_problem(value: Any, metric_kind: str, rule_kind: str = "absolute") -> str | None:

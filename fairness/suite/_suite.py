@@ -14,19 +14,23 @@ from collections.abc import Iterator
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
 
 from fairness._util.canonical import sha256_json
 from fairness._util.errors import FairnessError, validation_message
 from fairness._util.files import env_limit
-from fairness._util.models import Frozen
+from fairness._util.models import Frozen, empty_list
 from fairness._util.yaml_io import loads_yaml
 from fairness._util.yaml_io import read_yaml as _read_yaml
+from fairness.score._spec import RubricSpec, parse_rubric
 from fairness.suite._case import Case, SamplingParams
 from fairness.suite._rules import DecisionRule, metric_problem, threshold_problem
 from fairness.suite._runs import SeedRun
+
+if TYPE_CHECKING:
+    from fairness.score._compiled import Rubric
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
@@ -46,13 +50,18 @@ class Insertion(Frozen):
     """How the protected attributes enter a template: `{A}` → `a {gender} who is {religion}`."""
 
     placeholder: str = Field(default="A", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """The placeholder every paraphrase must contain (default `A`, written `{A}` in templates); a
+    name of letters, digits and `_`, not also a key of `placeholders`."""
     template: str = Field(min_length=1)
+    """The phrase that replaces it, e.g. `a {gender} who is {religion}`: it must show every attribute
+    dimension, as `{dimension}` or, with name pools, `{dimension_name}`, and may use nothing else."""
 
 
 class Placeholder(Frozen):
     """A non-protected placeholder (e.g. `{OCC}`) and the values it ranges over."""
 
     values: list[str] = Field(min_length=1)
+    """The values it takes, at least one, each once; every value multiplies the grid (one prompt per value)."""
     column: str | None = None
     """Column name in the exported grid (default: the placeholder name, lower-cased)."""
 
@@ -61,15 +70,23 @@ class Family(Frozen):
     """A prompt family: its paraphrases; the first is the canonical template."""
 
     id: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_-]+$")
+    """Short id (letters, digits, `_`, `-`), unique in the suite; it starts every row id (`F1.p1.…`)
+    and names the family in reports and `each_family` rule checks."""
     name: str
+    """Human-readable name shown in reports, e.g. `Story continuation`."""
     description: str = ""
+    """What the framing probes, in a sentence (default empty)."""
     paraphrases: list[str] = Field(min_length=1)
+    """Templates `p1` … `pN` of the same request, at least one: each must contain the insertion
+    placeholder (`{A}`) and every key of `placeholders`, and may add only `{dimension_name}` name-pool
+    placeholders. More paraphrases separate the model's bias from the wording of one prompt."""
 
 
 class Regime(SamplingParams):
     """A decoding regime: named sampling parameters."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_-]+$")
+    """Short name (letters, digits, `_`, `-`), unique in the suite; part of every row id."""
 
     @property
     def params(self) -> SamplingParams:
@@ -77,8 +94,11 @@ class Regime(SamplingParams):
 
 
 class ScorerConfig(Frozen):
+    """How the outputs are scored."""
+
     mode: Literal["paper", "strict"] = "paper"
-    """`paper`: the reference rubric's substring semantics (parity); `strict`: whole words."""
+    """`paper` (default): the reference rubric's substring semantics, for parity with the paper (traps
+    included: `miss` counts inside `mission`); `strict`: whole words only."""
 
 
 class CardText(Frozen):
@@ -97,35 +117,90 @@ class CardText(Frozen):
 
 
 class Suite(Frozen):
-    """A controlled prompt grid plus the audit settings that go with it."""
+    """A controlled prompt grid plus the audit settings that go with it. Cross-key rules the schema
+    cannot state (every template uses every placeholder, name pools have one name per template, …)
+    are checked when the suite is loaded; docs/suites.md lists them."""
 
     name: str = Field(min_length=1)
+    """The suite's name, e.g. `acme/hiring-assistant`: recordings carry it and must match it."""
     version: str = "0.1.0"
+    """Your version of the suite (default `0.1.0`), recorded in manifests and results; informational
+    (staleness is decided by the content hashes, not by this string)."""
     description: str = ""
+    """What the suite probes, in a sentence or two (default empty)."""
     system_prompt: str = ""
+    """The system message sent with every prompt (default empty: none); part of the grid, so
+    changing it makes recordings stale."""
     attributes: dict[str, list[str]] = Field(min_length=1)
-    """Protected dimensions and their values, e.g. `{gender: [man, woman]}`."""
+    """Protected dimensions and their values, e.g. `{gender: [man, woman]}`: at least one dimension,
+    each with at least one value, each value once."""
     slices: Literal["product"] | list[dict[str, str]] = "product"
-    """`product` for every combination, or an explicit list of slices."""
+    """`product` (default) for every combination of the attribute values, or an explicit, non-empty
+    list of slices, each giving exactly one value of every dimension, no slice twice."""
     insertion: Insertion
+    """How the slice's attribute values are written into each template."""
     placeholders: dict[str, Placeholder] = Field(default_factory=dict)
+    """Non-protected placeholders by name (e.g. `OCC`), default none; every paraphrase must use
+    every one, and the grid holds every combination of their values."""
     families: list[Family] = Field(min_length=1)
+    """The prompt families (framings), at least one, ids unique; results are reported per family."""
     regimes: list[Regime] = Field(min_length=1)
-    seeds: list[int] = Field(min_length=1)
-    """Non-negative, below 2^32."""
+    """Decoding regimes, at least one, names unique: every prompt is asked under each."""
+    seeds: list[int] = Field(min_length=1, json_schema_extra={
+        "uniqueItems": True, "items": {"type": "integer", "minimum": 0, "maximum": MAX_SEED}})
+    """Sampling seeds, at least one, each once, from 0 to 2^32 − 1 (engines take unsigned 32-bit
+    seeds): every prompt is asked once per regime and seed. More seeds narrow the intervals."""
     name_pools: dict[str, dict[str, list[str]]] | None = None
-    """`{dimension: {value: [one name per template]}}`; use `{<dimension>_name}` in templates."""
+    """`{dimension: {value: [one name per template]}}` (default none): a name for every value of the
+    dimension and one per template across all families (the i-th name goes with the i-th template);
+    use `{<dimension>_name}` in templates or the insertion."""
     scorer: ScorerConfig = Field(default_factory=ScorerConfig)
-    rules: list[DecisionRule] = Field(default_factory=list)
+    """Scoring options (default `mode: paper`)."""
+    rules: list[DecisionRule] = Field(default_factory=empty_list)
+    """The decision rules the gate checks, ids unique (default none: the verdict is `undefined`)."""
     min_group_size: int = Field(default=5, ge=1, le=1_000_000_000)
+    """Fewest rows and template cells a slice needs for a rule on it to be judged (default 5, from 1
+    to 10^9); below it the check is `undefined`. `--min-group-size` overrides it for one run."""
     card: CardText | None = None
     """The card's own text: intended use, out-of-scope uses, the audited model's description, a contact."""
+    rubric: str | RubricSpec | None = None
+    """The rubric that scores the outputs: a rubric file's path (relative to the suite file, inside its
+    directory) or the rubric itself as a mapping; none = the paper's rubric (`fairness/score/rubric.yaml`)."""
+
+    _compiled: Rubric | None = PrivateAttr(default=None)
+
+    @field_validator("rubric", mode="before")
+    @classmethod
+    def _rubric_mapping(cls, value: object) -> object:
+        """An inline rubric is validated on its own, so its errors name its keys (`lists.x.terms`)."""
+        if isinstance(value, dict):
+            try:
+                return parse_rubric(value, "`rubric`")
+            except FairnessError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
     @model_validator(mode="after")
-    def _check(self) -> Suite:
+    def _check(self, info: ValidationInfo) -> Suite:
+        from fairness.score._compiled import resolve_rubric
+
         _check_grid_size(self)
+        suite_dir = (info.context or {}).get("suite_dir")
+        try:
+            self._compiled = resolve_rubric(self.rubric, suite_dir)
+        except FairnessError as exc:
+            _fail(self.name, str(exc))
         _validate_suite(self)
         return self
+
+    @property
+    def compiled_rubric(self) -> Rubric:
+        """The suite's rubric, compiled: its metric catalogue (`.metrics`) and scorer (`.score`)."""
+        if self._compiled is None:  # built without validation (`model_construct`): no file to anchor a path
+            from fairness.score._compiled import resolve_rubric
+
+            self._compiled = resolve_rubric(self.rubric, None)
+        return self._compiled
 
     @property
     def n_rows(self) -> int:
@@ -147,10 +222,21 @@ class Suite(Frozen):
 
     @property
     def hash(self) -> str:
-        """sha256 of the suite's content; fields left at their defaults do not enter it, so a
-        new optional field in a later version does not change the hash of an existing suite. The
-        card's text (`card`) is presentation, not the audit: it never enters the hash."""
-        return sha256_json(self.model_dump(mode="json", exclude_defaults=True, exclude={"card"}))
+        """sha256 of the suite's content, its rubric's content included (`rubric_sha256`, whether the rubric
+        is a file or inline): what results are stale against. Fields left at their defaults do not enter
+        it, so a new optional field in a later version does not change the hash of an existing suite (a
+        suite without `rubric:` keeps its hash). The card's text (`card`) is presentation, not the audit:
+        it never enters the hash."""
+        content = self.model_dump(mode="json", exclude_defaults=True, exclude={"card", "rubric"})
+        if self.rubric is not None:
+            content["rubric_sha256"] = self.compiled_rubric.sha256
+        return sha256_json(content)
+
+    @property
+    def recording_hash(self) -> str:
+        """The suite's hash without its rubric: what a recording set is made for (its manifest's
+        `suite_hash`). Scoring is not generation, so a rubric change never touches recordings."""
+        return sha256_json(self.model_dump(mode="json", exclude_defaults=True, exclude={"card", "rubric"}))
 
     def column_for(self, placeholder: str) -> str:
         spec = self.placeholders[placeholder]
@@ -271,13 +357,12 @@ def _validate_suite(s: Suite) -> None:
             added = used - allowed
             if added:
                 _fail(s.name, f"family {fam.id} paraphrase p{i} adds unknown placeholder `{{{sorted(added)[0]}}}`")
+    metrics = s.compiled_rubric.metrics
     for rule in s.rules:
-        from fairness.score._catalog import METRICS  # local: the catalog is data, suites stay light
-
-        unknown = metric_problem(rule.metric)
+        unknown = metric_problem(rule.metric, metrics)
         if unknown:
             _fail(s.name, f"rule `{rule.id}` names {unknown}")
-        problem = threshold_problem(rule.threshold, METRICS[rule.metric].kind, rule.kind)
+        problem = threshold_problem(rule.threshold, metrics[rule.metric].kind, rule.kind)
         if problem:
             _fail(s.name, f"rule `{rule.id}`: threshold {problem}")
 
@@ -363,12 +448,13 @@ def expand(s: Suite) -> list[Case]:
     return cases
 
 
-def parse_suite(data: object, source: str = "suite") -> Suite:
-    """Validate a mapping (parsed YAML) into a `Suite`, raising `FairnessError` with one line."""
+def parse_suite(data: object, source: str = "suite", suite_dir: Path | None = None) -> Suite:
+    """Validate a mapping (parsed YAML) into a `Suite`, raising `FairnessError` with one line.
+    `suite_dir`, the suite file's directory, anchors a `rubric:` file path."""
     if not isinstance(data, dict):
         raise FairnessError(f"{source}: a suite must be a YAML mapping")
     try:
-        return Suite.model_validate(data)
+        return Suite.model_validate(data, context={"suite_dir": suite_dir})
     except ValidationError as err:
         raise FairnessError(validation_message(err, source, Suite)) from None
 
@@ -386,7 +472,7 @@ def load_suite(name_or_path: str | Path) -> Suite:
         return parse_suite(loads_yaml(text, f"suite `{key}`"), source=f"suite `{key}`")
     path = Path(key)
     if path.is_file():
-        return parse_suite(_read_yaml(path, "suite"), source=str(path))
+        return parse_suite(_read_yaml(path, "suite"), source=str(path), suite_dir=path.parent)
     raise FairnessError(
         f"unknown suite `{key}`: no such file, and not a built-in suite (built-in: {', '.join(BUILTIN_SUITES)})"
     )
