@@ -162,7 +162,7 @@ def measure(logs: Path, out: Path, engine: str, sample: int) -> dict:
     _, err = proc.communicate()
     wall = time.perf_counter() - t
     mem.stop()
-    if proc.returncode not in (0, 1, 3):  # gate outcomes; 2 is an error
+    if proc.returncode not in (0, 1, 3, 4):  # gate outcomes (pass, fail, inconclusive, undefined); 2 is an error
         raise SystemExit(f"monitor --engine {engine} --sample {sample} failed ({proc.returncode}): {err.decode()[-600:]}")
     return {"engine": engine, "sample": sample, "wall": wall, "rss_kib": mem.rss, "pss_kib": mem.pss,
             "procs": mem.procs, "at_peak": mem.at_peak, "stderr": err.decode()}
