@@ -24,6 +24,7 @@ def register(sub, add_suite) -> None:
                         "(or its run directory)")
     m.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb",
                    help="duckdb (embedded, default) or spark (PySpark, at scale); both write the same monitor.json")
+    m.add_argument("--spark-master", metavar="URL", help="Spark master for --engine spark (default local[2])")
     m.add_argument("--examples", type=int, default=0, metavar="N",
                    help="include N sampled records' texts in monitor.json (default 0: no log text is written)")
     m.add_argument("--gate-on", choices=GATE_ON_CHOICES, default="interval")
@@ -45,7 +46,7 @@ def cmd_monitor(args: argparse.Namespace) -> int:
         require_mlflow(args.mlflow)
     options = check_options({
         "logs": args.logs, "mapping": args.mapping, "out": args.out, "suite": args.suite, "sample": args.sample,
-        "window": args.window, "reference": args.reference, "engine": args.engine, "examples": args.examples,
+        "window": args.window, "reference": args.reference, "engine": args.engine, "examples": args.examples, "spark_master": args.spark_master,
         "gate_on": args.gate_on, "fail_on": args.fail_on,
     })
     result = monitor_logs(options)

@@ -52,7 +52,7 @@ class MonitorOutputs:
     engine: str
 
 
-def engine_for(name: str) -> Engine:
+def engine_for(name: str, spark_master: str | None = None) -> Engine:
     """The engine a run asked for (its heavy library imported only now)."""
     if name == "duckdb":
         from fairness.monitor._duckdb import DuckDBEngine
@@ -62,7 +62,7 @@ def engine_for(name: str) -> Engine:
         from fairness.monitor._spark import SparkEngine
     except ImportError as exc:
         raise FairnessError(f"the Spark engine is not available ({exc}); install the `spark` extra") from None
-    return SparkEngine()
+    return SparkEngine(master=spark_master)
 
 
 def check_options(data: dict) -> MonitorOptions:
@@ -196,7 +196,7 @@ def monitor_logs(options: MonitorOptions, engine: Engine | None = None) -> Monit
     from fairness.monitor._render import junit, monitor_json, summary_md
 
     ready = prepare(options)
-    engine = engine or engine_for(options.engine)
+    engine = engine or engine_for(options.engine, options.spark_master)
     agg = engine.aggregate(ready.job)
     run = build_run(agg, ready.job, ready.suite, options, grid_path=ready.grid_path)
     with staged_outputs(ready.out) as stage:

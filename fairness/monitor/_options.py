@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from fairness._util.models import Strict
 from fairness.audit._gate import DEFAULT_FAIL_ON, FailOn, GateOn
@@ -32,6 +32,8 @@ class MonitorOptions(Strict):
     """What each window is compared with: `previous`, `window:LABEL`, or a grid audit's results.json (or its run directory)."""
     engine: Literal["duckdb", "spark"] = "duckdb"
     """`duckdb` (embedded, the default) or `spark` (PySpark, for logs at scale); both give the same monitor.json."""
+    spark_master: str | None = Field(default=None, min_length=1)
+    """The Spark master URL for `engine: spark` (default `local[2]`: two cores of this machine); only with spark."""
     examples: int = Field(default=0, ge=0, le=100)
     """Write this many sampled records' texts into monitor.json (default 0: no log text is written anywhere)."""
     fail_on: FailOn = DEFAULT_FAIL_ON
@@ -46,6 +48,12 @@ class MonitorOptions(Strict):
     def _window(cls, v: str) -> str:
         window_spec(v)
         return v
+
+    @model_validator(mode="after")
+    def _spark_master_needs_spark(self) -> MonitorOptions:
+        if self.spark_master is not None and self.engine != "spark":
+            raise ValueError("--spark-master is for --engine spark")
+        return self
 
     def window_spec(self) -> WindowSpec:
         return window_spec(self.window)

@@ -12,6 +12,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+CHUNK = 4096
+"""Texts scored per call: the rubric's scan grows faster than linearly in time and memory with the batch
+(65,536 texts: ~650 MB and 2× the time per text of 4,096), so a large Arrow batch is scored in chunks."""
+
 if TYPE_CHECKING:
     from fairness.score._catalog import MetricSpec
     from fairness.score._compiled import Rubric
@@ -48,8 +52,13 @@ def score_batch(texts: Sequence[str], mode: str, rubric: Rubric | None = None) -
         from fairness.score._compiled import paper_rubric
 
         rubric = paper_rubric()
-    table = rubric.score(texts, mode)  # type: ignore[arg-type]
-    return {c.name: np.asarray(table.columns[c.name], dtype=np.int64) for c in score_columns(rubric)}
+    cols = score_columns(rubric)
+    parts: dict[str, list[np.ndarray]] = {c.name: [] for c in cols}
+    for start in range(0, len(texts), CHUNK):
+        table = rubric.score(texts[start:start + CHUNK], mode)  # type: ignore[arg-type]
+        for c in cols:
+            parts[c.name].append(np.asarray(table.columns[c.name], dtype=np.int64))
+    return {c.name: np.concatenate(parts[c.name]) if parts[c.name] else np.zeros(0, np.int64) for c in cols}
 
 
 def scorer_problem(rubric: Rubric) -> str | None:

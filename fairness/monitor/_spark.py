@@ -1,0 +1,262 @@
+"""The Spark engine: the same job as DuckDB's on PySpark, for logs at scale, with the same aggregate table.
+
+Spark reads the files, samples with the contract's md5 rule in Spark SQL (and numbers the sampled
+records for row windows), hands each Arrow batch to the shared `cells_of_batch` in `mapInArrow`
+(its rows summed per (window, slice, unit) within the batch, so little leaves the Python worker),
+sums the cells with `groupBy().agg(sum)`, collects that small table and passes it to `finish`.
+Nothing else is computed here: the statistics come from the aggregate, so monitor.json is the
+same bytes as DuckDB's.
+
+The session is `local[2]` unless told otherwise; the JVM's own output (log4j, Java warnings, the
+Python workers' stderr) goes to a temporary file, so the user's stderr only ever gets our one
+line. A session already active in the process (a test's, a notebook's) is used and left running.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from fairness._util.errors import FairnessError
+from fairness.monitor._duckdb import read_error
+from fairness.monitor._engine import (
+    HASH_HEX_DIGITS,
+    Aggregate,
+    ScanJob,
+    agg_schema,
+    cells_of_batch,
+    check_mapped_fields,
+    check_sampled_counts,
+    example_rows,
+    finish,
+)
+
+DEFAULT_MASTER = "local[2]"
+INSTALL = "pip install 'llm-fairness-check[spark]'"
+JAVA_OPTIONS = (
+    "-XX:+UseG1GC", "-XX:G1PeriodicGCInterval=1000", "-XX:MaxHeapFreeRatio=20", "-XX:MinHeapFreeRatio=5",
+    "-XX:GCTimeRatio=4", "-XX:MaxNewSize=64m", "-Xms32m", "-XX:ReservedCodeCacheSize=64m",
+    "-XX:MaxDirectMemorySize=128m", "-Xss512k", "-Duser.timezone=UTC",
+)
+"""The driver JVM: a heap given back when idle (G1, periodic collections, a small young generation)
+and small code and direct-memory caps. The client compiler alone (-XX:TieredStopAtLevel=1) saved ~50 MB
+but halved the scan's speed (no md5 intrinsic), so both compilers run."""
+CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.driver.memory": "512m",
+    "spark.driver.extraJavaOptions": " ".join(JAVA_OPTIONS),
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "2048",
+    "spark.python.worker.reuse": "true",
+    "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": "system",
+    "spark.executorEnv.MALLOC_ARENA_MAX": "2",
+}
+"""Session settings: no UI or progress bar, few shuffle partitions for a small aggregate, UTC. Memory
+(benchmarks/bench_monitor.py, the whole process tree): Spark's smallest driver heap (it refuses under
+~470 MB), 2,048-record Arrow batches and the system allocator in the Python workers (~185 MB each)."""
+
+
+def _q(name: str) -> str:
+    """A Spark SQL identifier (mapping fields are letters, digits, `_` and `-`)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def hash_sql(key: str) -> str:
+    """The sampling hash of a string expression (the contract's rule, Spark SQL dialect)."""
+    return f"CAST(conv(substr(md5({key}), 1, {HASH_HEX_DIGITS}), 16, 10) AS BIGINT)"
+
+
+def _java() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    if home and Path(home, "bin", "java").is_file():
+        return str(Path(home, "bin", "java"))
+    return shutil.which("java")
+
+
+class SparkEngine:
+    """`Engine` over PySpark: `master` (default `local[2]`) and extra `conf`, or an existing `session`."""
+
+    def __init__(self, master: str | None = None, conf: dict[str, str] | None = None, session: Any = None):
+        self.master = master or DEFAULT_MASTER
+        self.conf = {**CONF, **(conf or {})}
+        self.session = session
+
+    def aggregate(self, job: ScanJob) -> Aggregate:
+        with warnings.catch_warnings():  # PySpark's notes on the pandas version: not the user's concern
+            warnings.simplefilter("ignore", FutureWarning)
+            spark, stop = self._session()
+            try:
+                return _aggregate(spark, job)
+            finally:
+                stop()
+
+    def _session(self) -> tuple[Any, Any]:
+        """The session to use and how to let go of it (stop only what this engine started)."""
+        try:
+            from pyspark.sql import SparkSession
+        except ImportError:
+            raise FairnessError(f"the Spark engine needs PySpark and a Java runtime: {INSTALL}") from None
+        active = self.session or SparkSession.getActiveSession()
+        if active is not None:
+            return active, lambda: None
+        if _java() is None:
+            raise FairnessError("the Spark engine needs a Java runtime (17 or 21, e.g. apt-get install "
+                                "openjdk-17-jre-headless): set JAVA_HOME or put `java` on PATH")
+        return start_session(self.master, self.conf)
+
+
+def start_session(master: str, conf: dict[str, str]) -> tuple[Any, Any]:
+    """A new SparkSession whose JVM writes to a temporary log file, and the function that stops it."""
+    from py4j.protocol import Py4JError
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+    from pyspark.sql import SparkSession
+
+    spark_conf = SparkConf(loadDefaults=False).setMaster(master).setAppName("llm-fairness-check monitor")
+    for key, value in conf.items():
+        spark_conf.set(key, value)
+    logdir = tempfile.mkdtemp(prefix="fairness-spark-")
+    log_path = Path(logdir, "jvm.log")
+    log = log_path.open("wb")
+    try:
+        with warnings.catch_warnings():  # PySpark's notes on the pandas version: not the user's concern
+            warnings.simplefilter("ignore", FutureWarning)
+            gateway = launch_gateway(spark_conf, popen_kwargs={"stdout": log, "stderr": log})
+            sc = SparkContext(conf=spark_conf, gateway=gateway)
+    except (RuntimeError, OSError, Py4JError) as exc:  # the JVM did not start: say why in one line, from its log if it wrote one
+        log.close()
+        said = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
+        shutil.rmtree(logdir, ignore_errors=True)
+        raise FairnessError(f"Spark did not start ({(said or [str(exc)])[-1].strip()})") from None
+    sc.setLogLevel("ERROR")
+    sc.pythonExec = os.environ.get("PYSPARK_PYTHON", sys.executable)  # workers run this Python, with its packages
+    spark = SparkSession(sc)
+
+    def stop() -> None:
+        spark.stop()
+        gateway.shutdown()
+        SparkContext._gateway = None  # the next session launches its own JVM
+        SparkContext._jvm = None
+        log.close()
+        shutil.rmtree(logdir, ignore_errors=True)
+
+    return spark, stop
+
+
+def _reader(spark: Any, job: ScanJob) -> Any:
+    """The log files as one DataFrame (fields united by name, as DuckDB reads them)."""
+    files = list(job.files)
+    if job.format == "jsonl":
+        return spark.read.option("mode", "FAILFAST").json(files)
+    if job.format == "parquet":
+        return spark.read.option("mergeSchema", "true").parquet(*files)
+    return spark.read.options(header="true", inferSchema="true", mode="FAILFAST", enforceSchema="false").csv(files)
+
+
+def _cells_in_batches(job: ScanJob) -> Any:
+    """The `mapInArrow` function: each batch's `cells_of_batch` rows summed per (window, slice, unit)."""
+    names = agg_schema(job.rubric).names
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            cells = pa.Table.from_batches([cells_of_batch(batch, job)])
+            summed = cells.group_by(names[:3], use_threads=False).aggregate([(c, "sum") for c in names[3:]])
+            summed = summed.rename_columns([n.removesuffix("_sum") for n in summed.column_names])
+            yield from summed.select(names).to_batches()
+    return run
+
+
+def _aggregate(spark: Any, job: ScanJob) -> Aggregate:
+    from pyspark.sql import functions as F
+
+    errors = _spark_errors()
+    m = job.mapping
+    try:
+        logs = _reader(spark, job)
+        check_mapped_fields(job, logs.columns)
+        key = f"CAST({_q(m.id)} AS STRING)" if m.id is not None else f"md5(CAST({_q(m.text)} AS STRING))"
+        h = hash_sql(key)
+        keep = "TRUE" if job.sample == 1 else f"(pmod({h}, {int(job.sample)}) = 0)"
+        ts = f"try_cast({_q(m.timestamp)} AS TIMESTAMP)"
+        checks = ["count(1)", f"count_if({keep})", f"count_if({keep} AND {_q(m.text)} IS NULL)",
+                  f"count_if({keep} AND {ts} IS NULL)",
+                  f"count_if({keep} AND {_q(m.unit)} IS NULL)" if m.unit else "0"]
+        total, sampled, null_text, bad_ts, null_unit = logs.selectExpr(*checks).collect()[0]
+        check_sampled_counts(job, null_text, bad_ts, null_unit)
+        sel = [f"CAST({_q(m.text)} AS STRING) AS _text", f"{ts} AS _ts", f"{h} AS _h", f"{key} AS _key"]
+        if m.slice is not None:
+            sel.append(f"CAST({_q(m.slice)} AS STRING) AS _slice")
+        sel += [f"CAST({_q(g)} AS STRING) AS _g{i}" for i, g in enumerate(m.groups or [])]
+        if m.unit is not None:
+            sel.append(f"CAST({_q(m.unit)} AS STRING) AS _unit")
+        base = logs.where(keep).selectExpr(*sel)
+        if job.window.kind == "rows":
+            base = base.selectExpr("*", "CAST(row_number() OVER (ORDER BY _ts, _key) - 1 AS BIGINT) AS _rank")
+        schema = agg_schema(job.rubric)
+        ddl = ", ".join(f"`{f.name}` {'string' if f.name in ('window', 'slice', 'unit') else 'bigint'}" for f in schema)
+        cells = base.mapInArrow(_cells_in_batches(job), ddl)
+        keys = schema.names[:3]
+        summed = cells.groupBy(*keys).agg(*[F.sum(c).cast("bigint").alias(c) for c in schema.names[3:]])
+        table = _collect_arrow(summed, schema)
+        examples = _examples(base, job) if job.examples else []
+    except errors as exc:
+        raise read_error(RuntimeError(_first_line(exc)), job) from exc  # quoted values elided, as DuckDB's
+
+    return Aggregate(table=finish(table, job.rubric), rows_read=int(total), rows_sampled=int(sampled), examples=examples)
+
+
+def _collect_arrow(df: Any, schema: Any) -> Any:
+    """A small DataFrame as a pyarrow Table (`toArrow` in Spark 4, the Arrow collector in 3.5)."""
+    import pyarrow as pa
+
+    if hasattr(df, "toArrow"):
+        table = df.toArrow()
+    else:
+        batches = df._collect_as_arrow()
+        table = pa.Table.from_batches(batches) if batches else schema.empty_table()
+    return table
+
+
+def _examples(base: Any, job: ScanJob) -> list[dict[str, str]]:
+    """The `job.examples` sampled records with the smallest (hash, key, window, slice, text), as DuckDB picks them.
+
+    The smallest (hash, key) pairs bound the candidates; every record at or below the last one
+    (ties included) is scored here and the contract's order decides."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    firsts = base.select("_h", "_key").orderBy("_h", "_key").limit(job.examples).collect()
+    if not firsts:
+        return []
+    h, k = firsts[-1]
+    below = base.where((F.col("_h") < h) | ((F.col("_h") == h) & (F.col("_key") <= k)))
+    table = _collect_arrow(below, None)
+    batch = pa.Table.from_batches(table.to_batches()).combine_chunks().to_batches()[0]
+    return example_rows(batch, cells_of_batch(batch, job), job.examples)
+
+
+def _spark_errors() -> tuple[type[BaseException], ...]:
+    """What a Spark read or query raises for bad input (PySpark's errors and the JVM's, through py4j)."""
+    from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
+
+    return (PySparkException, Py4JJavaError)
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first informative line of a Spark error (the JVM's message, not the Python traceback)."""
+    text = str(getattr(exc, "java_exception", None) or exc)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__

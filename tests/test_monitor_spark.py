@@ -1,0 +1,176 @@
+"""The Spark engine gives the DuckDB engine's results: the same aggregate table and the same monitor.json bytes.
+
+The log sets are tests/monitor_logs.py's (generated at test time, planted rates); Spark runs for
+real in local mode, one session for the module. Skipped only when there is no Java runtime.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from monitor_logs import MAPPING, make_records, write_logs
+
+from fairness.cli import main
+from fairness.monitor._engine import Aggregate, ScanJob, keep
+from fairness.monitor._job import check_options, engine_for, monitor_logs
+
+pytest.importorskip("duckdb")
+pytest.importorskip("pyarrow")
+pytest.importorskip("pyspark")
+
+from fairness.monitor._duckdb import DuckDBEngine
+from fairness.monitor._spark import CONF, SparkEngine, _java, start_session
+
+if _java() is None:
+    pytest.skip("no Java runtime (JAVA_HOME or `java` on PATH): the Spark engine cannot start", allow_module_level=True)
+
+OUTPUTS = ("monitor.json", "summary.md", "junit.xml")
+NO_UNIT = MAPPING.replace("unit: user\n", "")
+NO_ID = NO_UNIT.replace("id: request_id\n", "")
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session, stop = start_session("local[2]", CONF)
+    yield session
+    stop()
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory) -> tuple[Path, list[dict]]:
+    root = tmp_path_factory.mktemp("spark-logs")
+    records, _, _ = make_records(users_per_slice=12)
+    for fmt in ("jsonl", "jsonl.gz", "parquet", "csv"):
+        write_logs(root / fmt, records, fmt)
+    for name, text in (("unit", MAPPING), ("no-unit", NO_UNIT), ("no-id", NO_ID)):
+        (root / f"{name}.yaml").write_text(text, encoding="utf-8")
+    return root, records
+
+
+class Kept:
+    """An engine that keeps the aggregate it returned (the real engine does the work)."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.agg: Aggregate | None = None
+
+    def aggregate(self, job: ScanJob) -> Aggregate:
+        self.agg = self.engine.aggregate(job)
+        return self.agg
+
+
+def run_both(spark, root: Path, out: Path, fmt: str, mapping: str, **options) -> tuple[Aggregate, Aggregate]:
+    """The same options through DuckDB and Spark; every output file must be the same bytes."""
+    aggs = []
+    for name, engine in (("duckdb", DuckDBEngine()), ("spark", SparkEngine(session=spark))):
+        kept = Kept(engine)
+        opts = check_options({"logs": [str(root / fmt)], "mapping": str(root / f"{mapping}.yaml"),
+                              "out": str(out / name), "engine": name, **options})
+        monitor_logs(opts, engine=kept)
+        assert kept.agg is not None
+        aggs.append(kept.agg)
+    for f in OUTPUTS:
+        assert (out / "spark" / f).read_bytes() == (out / "duckdb" / f).read_bytes(), f
+    return aggs[0], aggs[1]
+
+
+CASES = [  # format, mapping, options: every window kind, with and without a unit and an id, 1/N sampling, examples
+    ("jsonl", "unit", {"window": "day"}),
+    ("jsonl.gz", "no-unit", {"window": "week", "sample": 3}),
+    ("parquet", "unit", {"window": "500", "sample": 2, "examples": 4}),
+    ("csv", "unit", {"window": "day", "sample": 5, "examples": 2}),
+    ("parquet", "no-id", {"window": "day", "examples": 3}),
+]
+
+
+@pytest.mark.parametrize(("fmt", "mapping", "options"), CASES, ids=[f"{c[0]}-{c[1]}-{c[2]['window']}" for c in CASES])
+def test_spark_gives_duckdbs_aggregate_and_bytes(spark, logs, tmp_path, fmt, mapping, options):
+    root, records = logs
+    duck, sp = run_both(spark, root, tmp_path, fmt, mapping, **options)
+    assert sp.table.schema == duck.table.schema
+    assert sp.table.equals(duck.table)
+    sample = options.get("sample", 1)
+    kept = [r for r in records if keep(r["request_id"], sample)]
+    assert (sp.rows_read, sp.rows_sampled) == (duck.rows_read, duck.rows_sampled) == (len(records), len(kept))
+    assert sum(sp.table.column("n").to_pylist()) == len(kept)
+    assert sp.examples == duck.examples
+    assert len(sp.examples) == options.get("examples", 0)
+    units = set(sp.table.column("unit").to_pylist())
+    assert units == ({r["user"] for r in kept} if mapping == "unit" else {None})
+
+
+def test_cli_engine_spark_writes_duckdbs_outputs(spark, logs, tmp_path, capsys):
+    root, _ = logs
+    codes = {}
+    for engine in ("duckdb", "spark"):
+        codes[engine] = main(["monitor", str(root / "jsonl"), "--mapping", str(root / "unit.yaml"), "--out",
+                              str(tmp_path / engine), "--engine", engine, "--sample", "2"])
+    printed = capsys.readouterr()
+    assert codes["spark"] == codes["duckdb"] == 1  # the planted drift fails the regression rule
+    assert "engine spark;" in printed.out and "engine duckdb;" in printed.out
+    assert printed.err == ""
+    for f in OUTPUTS:
+        assert (tmp_path / "spark" / f).read_bytes() == (tmp_path / "duckdb" / f).read_bytes(), f
+
+
+@pytest.mark.parametrize(("mapping", "message"), [
+    ("text: answer\ngroups: [gender]\ntimestamp: ts\n",
+     "mapping `text`: field `answer` is not in the logs (fields: gender, output, religion, request_id, ts, user)"),
+    (NO_ID, None),
+])
+def test_bad_input_is_duckdbs_exit_2_line(spark, logs, tmp_path, capsys, mapping, message):
+    root, _ = logs
+    (tmp_path / "m.yaml").write_text(mapping, encoding="utf-8")
+    lines = []
+    for engine in ("duckdb", "spark"):
+        code = main(["monitor", str(root / "jsonl"), "--mapping", str(tmp_path / "m.yaml"), "--out",
+                     str(tmp_path / engine), "--engine", engine, "--sample", "2", "--quiet"])
+        assert code == 2
+        lines.append(capsys.readouterr().err)
+    expected = message or "mapping `id`: sampling (--sample above 1) needs a record id field"
+    assert lines == [f"error: {expected}\n"] * 2
+
+
+def test_unreadable_logs_are_exit_2_one_line(spark, tmp_path, capsys):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "a.jsonl").write_text('{"output": "x", "gender": "man", "ts": "2026-03-02T00:00:00Z"}\n{oops\n',
+                                                encoding="utf-8")
+    (tmp_path / "m.yaml").write_text("text: output\ngroups: [gender]\ntimestamp: ts\n", encoding="utf-8")
+    code = main(["monitor", str(tmp_path / "logs"), "--mapping", str(tmp_path / "m.yaml"), "--out",
+                 str(tmp_path / "out"), "--engine", "spark", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("error: cannot read the logs as jsonl: "), err
+    assert not (tmp_path / "out" / "monitor.json").exists()
+
+
+@pytest.mark.parametrize(("hide", "message"), [
+    ("java", "error: the Spark engine needs a Java runtime (17 or 21, e.g. apt-get install openjdk-17-jre-headless): "
+             "set JAVA_HOME or put `java` on PATH\n"),
+    ("pyspark", "error: the Spark engine needs PySpark and a Java runtime: pip install 'llm-fairness-check[spark]'\n"),
+])
+def test_missing_java_or_pyspark_is_exit_2_saying_what_to_install(logs, tmp_path, hide, message):
+    root, _ = logs
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not Path(p, "java").exists())
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[1]), env.get("PYTHONPATH", "")])
+    hider = "import sys; sys.modules['pyspark'] = None; " if hide == "pyspark" else ""
+    code = (f"{hider}from fairness.cli import main; raise SystemExit(main(['monitor', {str(root / 'jsonl')!r}, "
+            f"'--mapping', {str(root / 'unit.yaml')!r}, '--out', {str(tmp_path / 'out')!r}, '--engine', 'spark']))")
+    done = subprocess.run([sys.executable, "-c", code], check=False, env=env, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (2, message)
+    assert not (tmp_path / "out").exists()
+
+
+def test_spark_master_reaches_the_engine_and_only_spark_takes_it(logs, tmp_path, capsys):
+    root, _ = logs
+    assert engine_for("spark", "local[1]").master == "local[1]"
+    assert engine_for("spark").master == "local[2]"
+    code = main(["monitor", str(root / "jsonl"), "--mapping", str(root / "unit.yaml"), "--out", str(tmp_path / "out"),
+                 "--spark-master", "local[1]"])
+    assert code == 2
+    assert capsys.readouterr().err.startswith("error: monitor: --spark-master is for --engine spark")
