@@ -14,7 +14,7 @@ processes counted once per process: an upper bound) and of Pss (shared pages spl
 actual share). `getrusage(RUSAGE_CHILDREN)` is not used: its ru_maxrss is the largest single
 process, not the tree. The DuckDB and Spark monitor.json of each sampling are compared byte for byte.
 
-Run by hand:  python benchmarks/bench_monitor.py --data /tmp/monitor-bench [--rows 10000000]
+Run by hand:  python benchmarks/bench_monitor.py --data DIR [--rows 10000000]   (DIR: a scratch directory, ~3 GB)
               [--engines duckdb,spark] [--samples 10,1]
 """
 

@@ -452,8 +452,8 @@ HOSTILE: dict[str, tuple[Callable[[], bytes], str, int, str]] = {
                                   "or .csv[.gz]), the mapping or the suite file"),
     "a batch without logs": (lambda: tar_gz(batch_entries()[:1]), "?kind=monitor", 422,
                              "the archive holds no log file (.jsonl[.gz], .ndjson[.gz], .json[.gz], .parquet or .csv[.gz])"),
-    "a grid reference": (lambda: tar_gz(batch_entries()), "?kind=monitor&reference=/work/results.json", 422,
-                         "reference `/work/results.json`: give `previous` or `window:LABEL` (a grid audit's results.json "
+    "a grid reference": (lambda: tar_gz(batch_entries()), "?kind=monitor&reference=/srv/results.json", 422,
+                         "reference `/srv/results.json`: give `previous` or `window:LABEL` (a grid audit's results.json "
                          "is not offered over REST)"),
     "a bad window": (lambda: tar_gz(batch_entries()), "?kind=monitor&window=fortnight", 422,
                      "monitor: --window must be day, week or a positive number of records, got `fortnight`"),

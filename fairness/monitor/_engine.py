@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from fairness._util.errors import FairnessError
@@ -222,7 +221,3 @@ def example_rows(batch: pa.RecordBatch, cells: pa.RecordBatch, limit: int,
     if best is not None:
         best[:] = kept
     return [{"window": w, "slice": s, "text": t} for _, _, w, s, t in kept]
-
-
-def describe_files(files: list[Path]) -> str:
-    return ", ".join(f"`{f}`" for f in files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
