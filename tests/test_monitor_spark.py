@@ -23,7 +23,7 @@ pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
 from fairness.monitor._duckdb import DuckDBEngine
-from fairness.monitor._spark import CONF, SparkEngine, _java, start_session
+from fairness.monitor._spark import CONF, MALLOC_ENV, SparkEngine, _java, start_session
 
 if _java() is None:
     pytest.skip("no Java runtime (JAVA_HOME or `java` on PATH): the Spark engine cannot start", allow_module_level=True)
@@ -205,3 +205,10 @@ def test_the_daemon_imports_the_scoring_code_and_stays_one_thread_to_fork_safely
            "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-c", code], check=True, env=env, capture_output=True, text=True, timeout=120)
     assert done.stdout == "1 True True\n"
+
+
+def test_the_jvm_gets_the_allocator_settings_and_this_process_keeps_its_environment(spark):
+    jvm = spark.sparkContext._gateway.proc.pid
+    env = dict(e.split("=", 1) for e in Path(f"/proc/{jvm}/environ").read_bytes().decode().split("\0") if "=" in e)
+    assert {k: env.get(k) for k in MALLOC_ENV} == {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "131072"}
+    assert [k for k in MALLOC_ENV if k in os.environ] == []

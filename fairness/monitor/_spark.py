@@ -20,6 +20,7 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,11 @@ code and direct-memory caps; and no per-thread cache of direct buffers above 256
 temporary direct copy of each large socket write to the Python workers: ~100 → ~23 MB). The client
 compiler alone (-XX:TieredStopAtLevel=1) saved ~50 MB but halved the scan's speed (no md5 intrinsic),
 so both compilers run. The heap limit stays 512 MB: Spark refuses a driver under ~470 MB."""
+MALLOC_ENV = {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "131072"}
+"""glibc's allocator in the JVM and the Python workers: blocks of 128 KB and more (Arrow buffers, Parquet
+pages, direct buffers) are mapped and unmapped, never kept in a heap arena after they are freed (glibc
+otherwise raises that threshold as such blocks are freed). 10,000,000 rows unsampled: the tree's peak
+PSS 1,094 → 991 MB (the JVM ~760 → ~690 MB RSS, each worker ~85 → ~73 MB PSS)."""
 DAEMON = "fairness.monitor._spark_daemon"
 CONF = {
     "spark.ui.enabled": "false",
@@ -64,7 +70,7 @@ CONF = {
     "spark.python.daemon.module": DAEMON,
     "spark.python.worker.reuse": "false",
     "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": "system",
-    "spark.executorEnv.MALLOC_ARENA_MAX": "2",
+    **{f"spark.executorEnv.{k}": v for k, v in MALLOC_ENV.items()},
     "spark.executorEnv.OPENBLAS_NUM_THREADS": "1",
     "spark.executorEnv.JE_ARROW_MALLOC_CONF": "background_thread:false",
 }
@@ -142,7 +148,8 @@ def start_session(master: str, conf: dict[str, str]) -> tuple[Any, Any]:
     try:
         with warnings.catch_warnings():  # PySpark's notes on the pandas version: not the user's concern
             warnings.simplefilter("ignore", FutureWarning)
-            gateway = launch_gateway(spark_conf, popen_kwargs={"stdout": log, "stderr": log})
+            with _environment(MALLOC_ENV):  # the JVM's (launch_gateway passes it this process's environment)
+                gateway = launch_gateway(spark_conf, popen_kwargs={"stdout": log, "stderr": log})
             sc = SparkContext(conf=spark_conf, gateway=gateway)
     except (RuntimeError, OSError, Py4JError) as exc:  # the JVM did not start: say why in one line, from its log if it wrote one
         log.close()
@@ -162,6 +169,18 @@ def start_session(master: str, conf: dict[str, str]) -> tuple[Any, Any]:
         shutil.rmtree(logdir, ignore_errors=True)
 
     return spark, stop
+
+
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """This process's environment with `values` added where not already set, restored after."""
+    added = {k: v for k, v in values.items() if k not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
 
 
 def _reader(spark: Any, job: ScanJob) -> Any:
