@@ -289,3 +289,16 @@ def test_both_read_each_glob_named_file_of_a_directory_once(spark, tmp_path, cap
     _, err, data = both(logs, GROUP_MAPPING, tmp_path, capsys)
     assert err == "" and data is not None
     assert slice_counts(data) == GLOB_NAMES
+
+
+def test_both_read_a_quoted_empty_csv_cell_as_missing(spark, tmp_path, capsys):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "a.csv").write_text(
+        "request_id,output,g,ts\n"
+        f'001,{CLEAN},"",2026-03-02T10:00:00Z\n'
+        f"002,{CLEAN},,2026-03-02T10:00:00Z\n"
+        f'003,{CLEAN}," TRUE",2026-03-02T10:00:00Z\n'
+        f"004,{CLEAN},0x1F,2026-03-02T10:00:00Z\n", encoding="utf-8")
+    _, err, data = both(tmp_path / "logs", GROUP_MAPPING, tmp_path, capsys)
+    assert err == "" and data is not None
+    assert slice_counts(data) == {"(missing)": 2, " TRUE": 1, "0x1F": 1}
