@@ -299,7 +299,7 @@ def _aggregate(spark: Any, job: ScanJob) -> Aggregate:
         cells = base.mapInArrow(_cells_in_batches(job), ddl)
         keys = schema.names[:3]
         summed = cells.groupBy(*keys).agg(*[F.sum(c).cast("bigint").alias(c) for c in schema.names[3:]])
-        table = _collect_arrow(summed, schema)
+        table = _collect_arrow(summed)
         examples = _examples(base, job) if job.examples else []
     except errors as exc:
         raise read_error(RuntimeError(_first_line(exc)), job) from exc  # quoted values elided, as DuckDB's
@@ -323,16 +323,9 @@ def _nanos_as_long(spark: Any) -> Any:
     return restore
 
 
-def _collect_arrow(df: Any, schema: Any) -> Any:
-    """A small DataFrame as a pyarrow Table (`toArrow` in Spark 4, the Arrow collector in 3.5)."""
-    import pyarrow as pa
-
-    if hasattr(df, "toArrow"):
-        table = df.toArrow()
-    else:
-        batches = df._collect_as_arrow()
-        table = pa.Table.from_batches(batches) if batches else schema.empty_table()
-    return table
+def _collect_arrow(df: Any) -> Any:
+    """A small DataFrame as a pyarrow Table (Spark 4's `toArrow`; the `spark` extra needs PySpark 4 for VARIANT)."""
+    return df.toArrow()
 
 
 def _examples(base: Any, job: ScanJob) -> list[dict[str, str]]:
@@ -348,7 +341,7 @@ def _examples(base: Any, job: ScanJob) -> list[dict[str, str]]:
         return []
     h, k = firsts[-1]
     below = base.where((F.col("_h") < h) | ((F.col("_h") == h) & (F.col("_key") <= k)))
-    table = _collect_arrow(below, None)
+    table = _collect_arrow(below)
     batch = pa.Table.from_batches(table.to_batches()).combine_chunks().to_batches()[0]
     return example_rows(batch, cells_of_batch(batch, job), job.examples)
 
