@@ -58,8 +58,8 @@ _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)?[^/?#]*@")
 _CRON = re.compile(r"[0-9*/,\- ]+")
 
 
-def register(sub) -> None:
-    p = sub.add_parser("init", help="scaffold the fairness check into a repository (workflows, optional suite copy)")
+def add_arguments(p) -> None:
+    """The options of `init`."""
     p.add_argument("--dir", default=".", help="repository to scaffold into (default: the working directory)")
     p.add_argument("--provider", choices=PROVIDERS, required=True,
                    help="who answers the prompts when recordings are regenerated: a hosted API (openai, anthropic; "
