@@ -61,8 +61,8 @@ PROVIDER_FLAGS = ("base_url", "secret", "runner", "recordings", "schedule")
 """Flags of the model provider's scaffold: refused in a monitor-only scaffold (they would be silently unused)."""
 
 
-def register(sub) -> None:
-    p = sub.add_parser("init", help="scaffold the fairness check into a repository (workflows, optional suite copy)")
+def add_arguments(p) -> None:
+    """The options of `init`."""
     p.add_argument("--dir", default=".", help="repository to scaffold into (default: the working directory)")
     p.add_argument("--provider", choices=PROVIDERS,
                    help="who answers the prompts when recordings are regenerated: a hosted API (openai, anthropic; "

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from fairness._util.errors import FairnessError, validation_message
-from fairness._util.models import Frozen
+from fairness._util.models import Frozen, empty_list
 from fairness._util.yaml_io import read_yaml
 
 Match = Literal["substring", "word", "regex"]
@@ -127,7 +127,7 @@ class RubricSpec(Frozen):
     """Every metric, in report order."""
     scorers: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Scorer plug-ins by name (their keys are the plug-in's; they enter the rubric's hash)."""
-    agreement: list[Any] = Field(default_factory=list)
+    agreement: list[Any] = Field(default_factory=empty_list)
     """Pairs of flag metrics scored two ways, whose agreement is reported (they enter the rubric's hash)."""
 
     @model_validator(mode="after")
