@@ -55,10 +55,12 @@ def test_command_parser_gives_a_command_with_all_its_options() -> None:
 
 def test_a_lazily_loaded_commands_bad_option_is_one_line_and_exit_2(capsys) -> None:
     assert main(["serve", "--port", "8000", "--bogus"]) == 2
+    assert main(["score"]) == 2
     assert main(["init", "--model", "m"]) == 2
     assert capsys.readouterr().err.splitlines() == [
         "error: llm-fairness-check: unrecognized arguments: --bogus",
-        "error: llm-fairness-check init: the following arguments are required: --provider",
+        "error: llm-fairness-check score: the following arguments are required: --recordings",
+        "error: `--provider` and `--model` go together (the model whose recordings the pull-request check replays)",
     ]
 
 
