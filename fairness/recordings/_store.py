@@ -9,7 +9,6 @@ Records hold no timestamps, so regenerating a grid with the same settings and so
 reproduces the data file byte for byte; only the manifest carries dates.
 """
 
-from __future__ import annotations
 
 import bisect
 import datetime as _dt

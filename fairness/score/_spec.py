@@ -8,7 +8,6 @@ or metric (with the closest name), a cycle between derived flags, a regex that d
 The paper's rubric is one such file (`fairness/score/rubric.yaml`).
 """
 
-from __future__ import annotations
 
 import difflib
 import re
@@ -52,7 +51,7 @@ class TermList(Frozen):
     """The words or phrases; for a `regex` list, its Python `re` patterns."""
 
     @model_validator(mode="after")
-    def _check(self) -> TermList:
+    def _check(self) -> "TermList":
         for item in self.terms:
             if not item.strip() or "\x00" in item:
                 raise ValueError(f"`terms` holds an empty (or NUL) entry {item!r}")
@@ -92,7 +91,7 @@ class MetricDef(Frozen):
     """The per-output score column's name in transcripts.jsonl (default: the metric's name)."""
 
     @model_validator(mode="after")
-    def _one_source(self) -> MetricDef:
+    def _one_source(self) -> "MetricDef":
         given = [k for k in ("list", "any_of", "all_of", "builtin", "scorer") if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError("a metric names exactly one source: `list`, `any_of`, `all_of`, `builtin` or `scorer`"
@@ -131,7 +130,7 @@ class RubricSpec(Frozen):
     """Pairs of flag metrics scored two ways, whose agreement is reported (they enter the rubric's hash)."""
 
     @model_validator(mode="after")
-    def _check(self) -> RubricSpec:
+    def _check(self) -> "RubricSpec":
         for name in [*self.lists, *self.metrics]:
             if not re.match(_NAME, name):
                 raise ValueError(f"`{name}` is not a valid name (letters, digits and `_`, not starting with a digit)")
