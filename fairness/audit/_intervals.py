@@ -36,6 +36,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -43,8 +44,7 @@ from fairness._util import special
 from fairness._util.canonical import json_number
 
 
-@dataclass(frozen=True)
-class Interval:
+class Interval(NamedTuple):
     """Bounds [low, high] of a statistic; NaN bounds when the data cannot support one.
 
     The one interval type, shared by the audit's statistics and the peer-parity evaluators.
@@ -493,8 +493,7 @@ MAX_SEEDS = 10_000
 """No advice beyond this many seeds per template cell: past it the answer is "more templates", not seeds."""
 
 
-@dataclass(frozen=True)
-class Side:
+class Side(NamedTuple):
     """One verdict of a check as the gate reaches it: one end of the interval crossing the threshold.
 
     The end is a max (or min) over slices (pairs for a gap) of per-slice bounds, so crossing it
@@ -646,7 +645,7 @@ class _Crossing:
     both neighbours of x* are known a search is two comparisons. The answers are the ones a fresh
     bisection gives (the predicate is monotone in the count, which the bisection assumes too)."""
 
-    __slots__ = ("_pred", "_false_at", "_true_at")
+    __slots__ = ("_false_at", "_pred", "_true_at")
 
     def __init__(self, pred: Callable[[int], bool]) -> None:
         self._pred = pred
