@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -185,8 +185,7 @@ def _has_border(term: str) -> bool:
     return any(term[:k] == term[-k:] for k in range(1, len(term)))
 
 
-@dataclass(frozen=True)
-class _Owners:
+class _Owners(NamedTuple):
     """What each finder word stands for, as flat arrays: word id w owns the entries
     `first[w] : first[w] + count[w]` of `cat` (a term list's index, or −1 − r for regex list r's
     anchor), `length` (the term's length) and `bordered` (it can overlap itself)."""

@@ -9,7 +9,6 @@ The paper's rubric is one such file (`fairness/score/rubric.yaml`).
 """
 
 
-import difflib
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -157,6 +156,7 @@ class RubricSpec(Frozen):
 def _known(metric: str, key: str, name: str, known: dict[str, Any]) -> None:
     if name in known:
         return
+    import difflib  # only when a name is wrong, not at every start-up
     close = difflib.get_close_matches(name, list(known), n=1)
     hint = f"did you mean `{close[0]}`?" if close else ("known: " + ", ".join(known) if known else f"no {key}s are defined")
     what = "metric" if key in ("any_of", "all_of") else key
