@@ -233,19 +233,20 @@ def upper(x, n, kind: str, tail) -> np.ndarray:
     return np.where(n > 0, b, np.nan)
 
 
-@dataclass(frozen=True)
-class SliceBounds:
+class SliceBounds(NamedTuple):
     """Effective counts of one metric in one scope, ready for bounds at any level."""
 
     cc: CellCounts
     deff: np.ndarray
     param: float
     """The design effect pooled over slices for rates, φ for counts."""
+    pair_lists: dict[float, list[list[float]]] | None = None
+    """`pair_bounds` made so far, by level (`of` gives each its own dict)."""
 
     @classmethod
     def of(cls, cc: CellCounts) -> SliceBounds:
         deff, param = cc.design()
-        return cls(cc, deff, param)
+        return cls(cc, deff, param, {})
 
     @property
     def live(self) -> np.ndarray:
@@ -263,15 +264,14 @@ class SliceBounds:
         x, n = (self.cc.x, self.cc.n) if deff1 else (self.x_eff, self.n_eff)
         return lower(x, n, self.cc.kind, tail)
 
-    @cached_property
-    def _pair_lists(self) -> dict[float, list[list[float]]]:
-        return {}
-
     def pair_bounds(self, tail: float) -> list[list[float]]:
         """`_pair_bounds` at `tail` as lists, kept per level: a search over the level of a gap's
         one end reads the other end, at one level, at every step."""
-        if (b := self._pair_lists.get(tail)) is None:
-            b = self._pair_lists[tail] = [a.tolist() for a in _pair_bounds(self, tail)]
+        memo = self.pair_lists
+        if memo is None:
+            return [a.tolist() for a in _pair_bounds(self, tail)]
+        if (b := memo.get(tail)) is None:
+            b = memo[tail] = [a.tolist() for a in _pair_bounds(self, tail)]
         return b
 
     def hi(self, tail, *, deff1: bool = False) -> np.ndarray:
