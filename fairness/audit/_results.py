@@ -10,7 +10,6 @@ given a new meaning), **minor** for a new field (readers must ignore fields they
 a model, never in between, so results.json of an unchanged run stays byte-identical.
 """
 
-from __future__ import annotations
 
 from typing import Any, Literal
 
