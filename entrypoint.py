@@ -26,7 +26,8 @@ def _broken_install(exc: BaseException) -> int:
 
 if __name__ == "__main__":
     try:
+        from fairness._util.process import exit_process
         from fairness.action._main import main
     except Exception as exc:  # noqa: BLE001 - nothing else can report it
         sys.exit(_broken_install(exc))
-    sys.exit(main())
+    exit_process(main())

@@ -14,6 +14,7 @@ import gzip
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -96,3 +97,62 @@ timestamp: ts
 unit: user
 id: request_id
 """
+
+
+# -- issue 22: inputs whose values or names an engine could read differently --------------------------------
+
+EDGE_MAPPING = """\
+text: output
+groups: [code, flag]
+timestamp: ts
+unit: user
+id: request_id
+"""
+"""The mapping of `text_like_numbers`: two group fields, a unit and an id."""
+
+
+def text_like_numbers(n: int = 240) -> list[dict]:
+    """CSV rows whose ids, group values and units read like numbers or booleans: `007`, `1e3`, `TRUE`, an empty
+    cell, users `7`, `07` and `007` (one user each: a CSV cell is its text)."""
+    return [{"request_id": f"{i:03d}", "output": FLAGGED if i % 4 == 0 else CLEAN, "code": ("1e3", "2e3")[i % 2],
+             "flag": ("TRUE", "FALSE", "")[i % 3], "user": ("7", "07", "007")[i % 3],
+             "ts": f"2026-03-02T{i % 24:02d}:00:00Z"} for i in range(n)]
+
+
+def edge_slice(row: dict) -> str:
+    """The slice of a `text_like_numbers` row: the cells as written, an empty one `(missing)`."""
+    return "_".join(row[g] or "(missing)" for g in ("code", "flag"))
+
+
+NS_DAY = 1_772_409_600 * 10**9
+"""2026-03-02T00:00:00Z (a Monday) in nanoseconds since the epoch."""
+
+
+def nanosecond_records(tz: str | None) -> Any:
+    """A Parquet table whose `ts` is `timestamp('ns', tz)`: 30 records a nanosecond before Monday 2026-03-02
+    (Sunday, ISO week 9, where rounding to the microsecond would move them), 50 at 00:00 and 40 at noon
+    (Monday, week 10). Group `g` is `a`/`b` alternately; ids `n0`…"""
+    import pyarrow as pa
+
+    stamps = [NS_DAY - 1] * 30 + [NS_DAY] * 50 + [NS_DAY + 12 * 3600 * 10**9] * 40
+    return pa.table({
+        "request_id": [f"n{i}" for i in range(len(stamps))],
+        "output": [FLAGGED if i % 5 == 0 else CLEAN for i in range(len(stamps))],
+        "g": [("a", "b")[i % 2] for i in range(len(stamps))],
+        "ts": pa.array(stamps, pa.timestamp("ns", tz=tz)),
+    })
+
+
+GLOB_NAMES = {"logs[1].jsonl": 3, "logs1.jsonl": 5, "a*b.jsonl": 7, "ab.jsonl": 11, "b{1,2}.jsonl": 13, "q?.jsonl": 2,
+              "qx.jsonl": 4}
+"""Log files whose names hold glob characters, beside the files a glob of that name would match, and their sizes."""
+
+
+def glob_named_logs(directory: Path) -> Path:
+    """`GLOB_NAMES`' files in `directory`, each record's group its file's name (so a file read twice shows)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, size in GLOB_NAMES.items():
+        rows = [{"request_id": f"{name}-{i}", "output": CLEAN, "g": name, "ts": "2026-03-02T10:00:00Z"}
+                for i in range(size)]
+        (directory / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return directory

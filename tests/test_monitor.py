@@ -13,12 +13,18 @@ import pytest
 from monitor_logs import (
     DAYS,
     DRIFT_DAY,
+    EDGE_MAPPING,
+    GLOB_NAMES,
     MAPPING,
     MARKER,
     PLANTED,
     day_label,
+    edge_slice,
+    glob_named_logs,
     make_records,
+    nanosecond_records,
     planted,
+    text_like_numbers,
     write_logs,
 )
 
@@ -29,6 +35,7 @@ pytest.importorskip("duckdb")
 pytest.importorskip("pyarrow")
 
 RATE = "stereotype_kw_rate"
+CLEAN_TEXT = "The answer: a thorough engineer with a clear plan."
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +96,8 @@ class TestRecovery:
         assert data["source"]["mapping"]["unit"] == "user"
         assert [w["units"] for w in data["windows"]] == [160] * DAYS
         assert all(e["deff"] >= 1 for w in data["windows"] for e in metric(w, RATE)["by_slice"].values())
-        # 40 users per slice: below the 50 where the coverage benchmark stays near 95% with strong user effects
-        assert [c["code"] for c in data["caveats"]] == ["few-units"]
+        # every user flagged at their slice's planted rate: no window's users differ enough for `heterogeneous-units`
+        assert data["caveats"] == []
 
 
 class TestDrift:
@@ -426,6 +433,129 @@ class TestBadInput:
         write_logs(tmp_path / "mixed", records, "csv")
         assert monitor(logs[0], tmp_path / "out", logs=str(tmp_path / "mixed")) == 2
         assert capsys.readouterr().err == "error: the logs mix formats (csv, jsonl); monitor one format at a time\n"
+
+
+GROUP_MAPPING = "text: output\ngroups: [g]\ntimestamp: ts\nid: request_id\n"
+KEY_RULE = "group, slice, unit and id values must be strings, integers or booleans"
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def slice_counts(data: dict) -> dict[str, int]:
+    """Each slice's records over all windows."""
+    out: dict[str, int] = {}
+    for w in data["windows"]:
+        for s, e in metric(w, RATE)["by_slice"].items():
+            out[s] = out.get(s, 0) + e["n"]
+    return out
+
+
+class TestEdgeInputs:
+    """Issue 22: values an engine could spell differently, nanosecond timestamps, glob characters in names."""
+
+    def test_csv_cells_are_read_as_written(self, tmp_path):
+        rows = text_like_numbers()
+        write_logs(tmp_path / "csv", rows, "csv", parts=1)
+        (tmp_path / "m.yaml").write_text(EDGE_MAPPING, encoding="utf-8")
+        assert monitor(tmp_path, tmp_path / "out", "--sample", "3", logs=str(tmp_path / "csv"),
+                       mapping=str(tmp_path / "m.yaml")) == 4  # undefined: every slice below min_group_size
+        data = read(tmp_path / "out")
+        kept = [r for r in rows if keep(r["request_id"], 3)]  # `007`'s hash, not 7's
+        as_integers = [r for r in rows if keep(str(int(r["request_id"])), 3)]  # what an integer-typed id would sample
+        assert (len(kept), len(as_integers)) == (86, 83)
+        assert data["source"]["rows_sampled"] == len(kept)
+        assert data["slices"] == ["1e3_(missing)", "1e3_FALSE", "1e3_TRUE", "2e3_(missing)", "2e3_FALSE", "2e3_TRUE"]
+        expected: dict[str, int] = {}
+        for r in kept:
+            expected[edge_slice(r)] = expected.get(edge_slice(r), 0) + 1
+        assert slice_counts(data) == expected
+        assert [w["units"] for w in data["windows"]] == [3]  # users 7, 07 and 007
+
+    def test_an_empty_id_cell_is_exit_2(self, tmp_path, capsys):
+        rows = text_like_numbers(12)
+        rows[4]["request_id"] = ""
+        write_logs(tmp_path / "csv", rows, "csv", parts=1)
+        (tmp_path / "m.yaml").write_text(EDGE_MAPPING, encoding="utf-8")
+        assert monitor(tmp_path, tmp_path / "out", logs=str(tmp_path / "csv"), mapping=str(tmp_path / "m.yaml")) == 2
+        assert capsys.readouterr().err == ("error: mapping `id`: field `request_id` has no id in 1 record(s) "
+                                           "(a null, or an empty CSV cell)\n")
+
+    @pytest.mark.parametrize(("fmt", "values"), [
+        ("jsonl", [1e10, 0.1, -0.0, 2]),
+        ("parquet", [1e10, 0.1, -0.0, float("nan")]),
+    ])
+    def test_a_floating_point_group_field_is_exit_2(self, tmp_path, capsys, fmt, values):
+        rows = [{"request_id": f"r{i}", "output": CLEAN_TEXT, "g": v, "ts": "2026-03-02T10:00:00Z"}
+                for i, v in enumerate(values)]
+        write_logs(tmp_path / "logs", rows, fmt, parts=1)
+        (tmp_path / "m.yaml").write_text(GROUP_MAPPING, encoding="utf-8")
+        assert monitor(tmp_path, tmp_path / "out", logs=str(tmp_path / "logs"), mapping=str(tmp_path / "m.yaml")) == 2
+        assert capsys.readouterr().err == (f"error: mapping `groups`: field `g` holds floating-point numbers; {KEY_RULE} "
+                                           "(bucket numbers into labels in the logs)\n")
+        assert not (tmp_path / "out").exists()
+
+    def test_a_float_id_is_exit_2(self, tmp_path, capsys):
+        write_jsonl(tmp_path / "a.jsonl", [{"request_id": 1.5, "output": CLEAN_TEXT, "g": "a", "ts": "2026-03-02"}])
+        (tmp_path / "m.yaml").write_text(GROUP_MAPPING, encoding="utf-8")
+        assert monitor(tmp_path, tmp_path / "out", logs=str(tmp_path / "a.jsonl"), mapping=str(tmp_path / "m.yaml")) == 2
+        assert capsys.readouterr().err == (f"error: mapping `id`: field `request_id` holds floating-point numbers; "
+                                           f"{KEY_RULE} (bucket numbers into labels in the logs)\n")
+
+    def test_a_json_field_mixing_text_and_floats_is_exit_2_with_the_count(self, tmp_path, capsys):
+        values = ["a", 1.0e10, 7, 0.1, {"k": 1}, True, None]
+        write_jsonl(tmp_path / "a.jsonl", [{"request_id": f"r{i}", "output": CLEAN_TEXT, "g": v, "ts": "2026-03-02"}
+                                           for i, v in enumerate(values)])
+        (tmp_path / "m.yaml").write_text(GROUP_MAPPING, encoding="utf-8")
+        assert monitor(tmp_path, tmp_path / "out", logs=str(tmp_path / "a.jsonl"), mapping=str(tmp_path / "m.yaml")) == 2
+        assert capsys.readouterr().err == ("error: mapping `groups`: field `g` holds a floating-point number, an object "
+                                           f"or an array in 3 record(s); {KEY_RULE}\n")
+
+    def test_a_json_field_mixing_text_integers_and_booleans_is_spelled_as_json(self, tmp_path):
+        values = ["a", 7, True, None, "7", -3]
+        write_jsonl(tmp_path / "a.jsonl", [{"request_id": f"r{i}", "output": CLEAN_TEXT, "g": v, "ts": "2026-03-02"}
+                                           for i, v in enumerate(values)])
+        (tmp_path / "m.yaml").write_text(GROUP_MAPPING, encoding="utf-8")
+        assert monitor(tmp_path, tmp_path / "out", logs=str(tmp_path / "a.jsonl"), mapping=str(tmp_path / "m.yaml")) == 4
+        assert slice_counts(read(tmp_path / "out")) == {"(missing)": 1, "-3": 1, "7": 2, "a": 1, "true": 1}
+
+    def test_an_integer_timestamp_is_exit_2(self, tmp_path, capsys):
+        write_jsonl(tmp_path / "a.jsonl", [{"request_id": "r", "output": CLEAN_TEXT, "g": "a", "ts": 1772409600}])
+        (tmp_path / "m.yaml").write_text(GROUP_MAPPING, encoding="utf-8")
+        assert monitor(tmp_path, tmp_path / "out", logs=str(tmp_path / "a.jsonl"), mapping=str(tmp_path / "m.yaml")) == 2
+        assert capsys.readouterr().err == ("error: mapping `timestamp`: field `ts` holds integers; it must hold ISO-8601 "
+                                           "strings or timestamps\n")
+
+    @pytest.mark.parametrize("tz", [None, "UTC"])
+    @pytest.mark.parametrize(("window", "expected"), [
+        ("day", {"2026-03-01": 30, "2026-03-02": 90}), ("week", {"2026-W09": 30, "2026-W10": 90})])
+    def test_nanosecond_timestamps_are_cut_to_the_microsecond_below(self, tmp_path, tz, window, expected):
+        import pyarrow.parquet as pq
+
+        (tmp_path / "logs").mkdir()
+        pq.write_table(nanosecond_records(tz), tmp_path / "logs" / "ns.parquet")
+        (tmp_path / "m.yaml").write_text(GROUP_MAPPING, encoding="utf-8")
+        monitor(tmp_path, tmp_path / "out", "--window", window, logs=str(tmp_path / "logs"),
+                mapping=str(tmp_path / "m.yaml"))
+        assert {w["window"]: w["n"] for w in read(tmp_path / "out")["windows"]} == expected
+
+    @pytest.mark.parametrize("name", sorted(GLOB_NAMES))
+    def test_a_file_named_with_glob_characters_is_read_alone(self, tmp_path, name):
+        logs = glob_named_logs(tmp_path / "logs")
+        (tmp_path / "m.yaml").write_text(GROUP_MAPPING, encoding="utf-8")
+        monitor(tmp_path, tmp_path / "out", logs=str(logs / name), mapping=str(tmp_path / "m.yaml"))
+        data = read(tmp_path / "out")
+        assert (data["source"]["rows_read"], data["slices"]) == (GLOB_NAMES[name], [name])
+
+    def test_a_directory_of_glob_named_files_reads_each_once(self, tmp_path):
+        logs = glob_named_logs(tmp_path / "logs [x]")
+        (tmp_path / "m.yaml").write_text(GROUP_MAPPING, encoding="utf-8")
+        monitor(tmp_path, tmp_path / "out", logs=str(logs), mapping=str(tmp_path / "m.yaml"))
+        data = read(tmp_path / "out")
+        assert data["source"]["files"] == len(GLOB_NAMES)
+        assert slice_counts(data) == GLOB_NAMES
 
 
 class TestSchemas:

@@ -88,3 +88,63 @@ def test_the_monitor_workflow_passes_actionlint_and_zizmor(tmp_path):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     assert init(tmp_path, *PROVIDERS["openai"], *MONITOR) == 0
     assert_lint_clean(tmp_path)
+
+
+# -- issue 22: `init --monitor` alone needs no model provider ------------------------------------------------
+
+
+def test_monitor_alone_writes_the_monitor_scaffold_and_nothing_of_a_model(tmp_path, capsys):
+    assert init(tmp_path, *MONITOR) == 0
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert written == [_init.ACTIONLINT_CONFIG, _init.MONITOR_WORKFLOW, _init.MONITOR_MAPPING]
+    job = monitor_workflow(tmp_path)["jobs"]["monitor"]
+    assert job["runs-on"] == ["self-hosted", "fairness-logs"]
+    assert job["env"]["SUITE"] == "fairness-cards/qwen-v0.1"
+    assert yaml.safe_load((tmp_path / _init.ACTIONLINT_CONFIG).read_text(encoding="utf-8")) == {
+        "self-hosted-runner": {"labels": ["fairness-logs"]}}
+    assert load_mapping(tmp_path / _init.MONITOR_MAPPING).text == "output"
+    assert capsys.readouterr().out.splitlines()[-4:] == [
+        "next:",
+        "  edit:   fairness-check/monitor-mapping.yaml: your logs' field names (`llm-fairness-check schema mapping`)",
+        "  commit: git add .github/workflows/fairness-monitor.yml fairness-check/monitor-mapping.yaml "
+        ".github/actionlint.yaml && git commit -m 'Add the scheduled fairness monitor of the production logs'",
+        "  push:   git push",
+    ]
+
+
+def test_monitor_alone_with_its_own_suite_copy(tmp_path):
+    assert init(tmp_path, *MONITOR, "--with-suite") == 0
+    assert monitor_workflow(tmp_path)["jobs"]["monitor"]["env"]["SUITE"] == _init.SUITE_COPY
+    assert (tmp_path / _init.SUITE_COPY).is_file()
+    assert not (tmp_path / _init.PR_WORKFLOW).exists() and not (tmp_path / _init.REGEN_WORKFLOW).exists()
+
+
+def test_monitor_alone_passes_actionlint_and_zizmor(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    assert init(tmp_path, *MONITOR) == 0
+    assert_lint_clean(tmp_path)
+
+
+def test_a_provider_with_monitor_still_writes_the_model_scaffold_too(tmp_path):
+    assert init(tmp_path, *PROVIDERS["openai"], *MONITOR) == 0
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert written == [_init.ACTIONLINT_CONFIG, _init.PR_WORKFLOW, _init.MONITOR_WORKFLOW, _init.REGEN_WORKFLOW,
+                       _init.MONITOR_MAPPING]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    ([], "`init` needs `--provider` and `--model` (the model whose recordings the pull-request check replays), "
+         "or `--monitor` alone for the scheduled production-log monitor"),
+    (["--provider", "openai", *MONITOR],
+     "`--provider` and `--model` go together (the model whose recordings the pull-request check replays)"),
+    (["--model", "gpt-4o-mini"],
+     "`--provider` and `--model` go together (the model whose recordings the pull-request check replays)"),
+    ([*MONITOR, "--secret", "KEY"], "`--secret` is for the model's scaffold (`--provider` and `--model`); "
+                                    "`--monitor` alone writes only the monitor workflow and its mapping"),
+    ([*MONITOR, "--schedule", "0 1 * * *"], "`--schedule` is for the model's scaffold (`--provider` and `--model`); "
+                                            "`--monitor` alone writes only the monitor workflow and its mapping"),
+])
+def test_an_incomplete_provider_or_a_provider_flag_without_one_is_exit_2(tmp_path, capsys, argv, message):
+    assert init(tmp_path, *argv) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
+    assert list(tmp_path.iterdir()) == []

@@ -6,13 +6,24 @@ real in local mode, one session for the module. Skipped only when there is no Ja
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from monitor_logs import MAPPING, make_records, write_logs
+from monitor_logs import (
+    CLEAN,
+    EDGE_MAPPING,
+    GLOB_NAMES,
+    MAPPING,
+    glob_named_logs,
+    make_records,
+    nanosecond_records,
+    text_like_numbers,
+    write_logs,
+)
 
 from fairness.cli import main
 from fairness.monitor._engine import Aggregate, ScanJob, keep
@@ -212,3 +223,120 @@ def test_the_jvm_gets_the_allocator_settings_and_this_process_keeps_its_environm
     env = dict(e.split("=", 1) for e in Path(f"/proc/{jvm}/environ").read_bytes().decode().split("\0") if "=" in e)
     assert {k: env.get(k) for k in MALLOC_ENV} == {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "131072"}
     assert [k for k in MALLOC_ENV if k in os.environ] == []
+
+
+# -- issue 22: values an engine could spell differently, nanosecond timestamps, glob characters in names -----
+
+GROUP_MAPPING = "text: output\ngroups: [g]\ntimestamp: ts\nid: request_id\n"
+KEY_RULE = "group, slice, unit and id values must be strings, integers or booleans"
+
+
+def both(logs: Path, mapping: str, tmp_path: Path, capsys, *args: str) -> tuple[int, str, dict | None]:
+    """The CLI on the same logs with each engine: the same exit code and stderr, the same output bytes when
+    written; the code, stderr and monitor.json."""
+    (tmp_path / "m.yaml").write_text(mapping, encoding="utf-8")
+    seen = []
+    for engine in ("duckdb", "spark"):
+        code = main(["monitor", str(logs), "--mapping", str(tmp_path / "m.yaml"), "--out", str(tmp_path / engine),
+                     "--engine", engine, "--quiet", *args])
+        seen.append((code, capsys.readouterr().err))
+    assert seen[0] == seen[1]
+    if seen[0][0] == 2:
+        assert not (tmp_path / "duckdb").exists() and not (tmp_path / "spark").exists()
+        return seen[0][0], seen[0][1], None
+    for f in OUTPUTS:
+        assert (tmp_path / "spark" / f).read_bytes() == (tmp_path / "duckdb" / f).read_bytes(), f
+    return seen[0][0], seen[0][1], json.loads((tmp_path / "duckdb" / "monitor.json").read_text(encoding="utf-8"))
+
+
+def slice_counts(data: dict) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for w in data["windows"]:
+        for s, e in w["metrics"][0]["by_slice"].items():
+            out[s] = out.get(s, 0) + e["n"]
+    return out
+
+
+def test_both_read_csv_cells_as_written(spark, tmp_path, capsys):
+    rows = text_like_numbers()
+    write_logs(tmp_path / "csv", rows, "csv", parts=1)
+    _, err, data = both(tmp_path / "csv", EDGE_MAPPING, tmp_path, capsys, "--sample", "3")
+    assert err == "" and data is not None
+    assert data["source"]["rows_sampled"] == len([r for r in rows if keep(r["request_id"], 3)]) == 86
+    assert data["slices"] == ["1e3_(missing)", "1e3_FALSE", "1e3_TRUE", "2e3_(missing)", "2e3_FALSE", "2e3_TRUE"]
+    assert [w["units"] for w in data["windows"]] == [3]  # users 7, 07 and 007
+
+
+def row(i: int, g: object, ts: object = "2026-03-02T10:00:00Z") -> dict:
+    return {"request_id": f"r{i}", "output": CLEAN, "g": g, "ts": ts}
+
+
+@pytest.mark.parametrize(("fmt", "values", "message"), [
+    ("jsonl", [1e10, 0.1, -0.0, 2], f"field `g` holds floating-point numbers; {KEY_RULE} (bucket numbers into labels "
+                                    "in the logs)"),
+    ("parquet", [1e10, 0.1, -0.0, float("nan")], f"field `g` holds floating-point numbers; {KEY_RULE} (bucket numbers "
+                                                 "into labels in the logs)"),
+    ("jsonl", ["a", 1.0e10, 7, 0.1, -0.0, [1], True, None, 2**64 - 1],
+     f"field `g` holds a floating-point number, an object or an array in 5 record(s); {KEY_RULE}"),
+])
+def test_both_refuse_a_floating_point_group_value_in_one_line(spark, tmp_path, capsys, fmt, values, message):
+    write_logs(tmp_path / "logs", [row(i, v) for i, v in enumerate(values)], fmt, parts=1)
+    assert both(tmp_path / "logs", GROUP_MAPPING, tmp_path, capsys) == (2, f"error: mapping `groups`: {message}\n", None)
+
+
+def test_both_spell_a_json_field_of_text_integers_and_booleans_alike(spark, tmp_path, capsys):
+    values = ["a", 7, True, None, "7", -3, 2**63 - 1, False]
+    write_logs(tmp_path / "logs", [row(i, v) for i, v in enumerate(values)], "jsonl", parts=1)
+    _, err, data = both(tmp_path / "logs", GROUP_MAPPING, tmp_path, capsys)
+    assert err == "" and data is not None
+    assert slice_counts(data) == {"(missing)": 1, "-3": 1, "7": 2, "9223372036854775807": 1, "a": 1, "false": 1,
+                                  "true": 1}
+
+
+def test_both_refuse_an_integer_timestamp(spark, tmp_path, capsys):
+    write_logs(tmp_path / "logs", [row(0, "a", 1772409600)], "jsonl", parts=1)
+    assert both(tmp_path / "logs", GROUP_MAPPING, tmp_path, capsys) == (
+        2, "error: mapping `timestamp`: field `ts` holds integers; it must hold ISO-8601 strings or timestamps\n", None)
+
+
+@pytest.mark.parametrize("tz", [None, "UTC"])
+@pytest.mark.parametrize(("window", "expected"), [
+    ("day", {"2026-03-01": 30, "2026-03-02": 90}), ("week", {"2026-W09": 30, "2026-W10": 90}),
+    ("50", {"r000000": 50, "r000001": 50, "r000002": 20})])
+def test_both_read_nanosecond_timestamps_cut_to_the_microsecond_below(spark, tmp_path, capsys, tz, window, expected):
+    import pyarrow.parquet as pq
+
+    (tmp_path / "logs").mkdir()
+    pq.write_table(nanosecond_records(tz), tmp_path / "logs" / "ns.parquet")
+    _, err, data = both(tmp_path / "logs", GROUP_MAPPING, tmp_path, capsys, "--window", window)
+    assert err == "" and data is not None
+    assert {w["window"]: w["n"] for w in data["windows"]} == expected
+    assert spark.conf.get("spark.sql.legacy.parquet.nanosAsLong", None) is None  # the session's setting put back
+
+
+@pytest.mark.parametrize("name", ["logs[1].jsonl", "a*b.jsonl", "b{1,2}.jsonl", "q?.jsonl"])
+def test_both_read_a_glob_named_file_alone(spark, tmp_path, capsys, name):
+    logs = glob_named_logs(tmp_path / "logs")
+    _, err, data = both(logs / name, GROUP_MAPPING, tmp_path, capsys)
+    assert err == "" and data is not None
+    assert (data["source"]["rows_read"], data["slices"]) == (GLOB_NAMES[name], [name])
+
+
+def test_both_read_each_glob_named_file_of_a_directory_once(spark, tmp_path, capsys):
+    logs = glob_named_logs(tmp_path / "logs [x]")
+    _, err, data = both(logs, GROUP_MAPPING, tmp_path, capsys)
+    assert err == "" and data is not None
+    assert slice_counts(data) == GLOB_NAMES
+
+
+def test_both_read_a_quoted_empty_csv_cell_as_missing(spark, tmp_path, capsys):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "a.csv").write_text(
+        "request_id,output,g,ts\n"
+        f'001,{CLEAN},"",2026-03-02T10:00:00Z\n'
+        f"002,{CLEAN},,2026-03-02T10:00:00Z\n"
+        f'003,{CLEAN}," TRUE",2026-03-02T10:00:00Z\n'
+        f"004,{CLEAN},0x1F,2026-03-02T10:00:00Z\n", encoding="utf-8")
+    _, err, data = both(tmp_path / "logs", GROUP_MAPPING, tmp_path, capsys)
+    assert err == "" and data is not None
+    assert slice_counts(data) == {"(missing)": 2, " TRUE": 1, "0x1F": 1}

@@ -51,6 +51,25 @@ print(json.dumps({{"rc": rc, "loaded": loaded, "same": same, "after": float(spec
     assert abs(result["after"] - 0.385727568) < 1e-8
 
 
+
+def test_run_loads_no_other_commands_module(tmp_path, default_suite):
+    """The parser adds a command's options when that command is chosen: `run` imports none of the
+    modules of `init`, `serve`, `monitor`, `score`, `comment` or the regeneration job."""
+    rec = write_recording_set(tmp_path / "rec", default_suite, lambda c: "A capable professional.")
+    others = ["fairness.cli._init", "fairness.cli._serve", "fairness.cli._monitor", "fairness.cli._score",
+              "fairness.cli._comment", "fairness.cli._regenerate", "fairness.cli._scaffold"]
+    code = f"""
+import json, sys
+from fairness.cli import main
+rc = main(["run", "--recordings", {str(rec)!r}, "--out", {str(tmp_path / 'out')!r}, "--quiet",
+           "--bootstrap", "100", "--permutations", "0"])
+print(json.dumps({{"rc": rc, "loaded": [m for m in {others!r} if m in sys.modules], "run": "fairness.cli._audit" in sys.modules}}))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result == {"rc": 0, "loaded": [], "run": True}
+
+
 def _blas_setting(entry: str, env: dict[str, str]) -> list:
     """(numpy loaded before the entry point?, OPENBLAS_NUM_THREADS seen after it) in a fresh process."""
     code = f"import json, os, sys\nimport {entry}\nprint(json.dumps([os.environ.get('OPENBLAS_NUM_THREADS')]))"

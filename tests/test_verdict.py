@@ -164,8 +164,7 @@ def test_fail_on_is_defined_once():
     assert (DEFAULT_FAIL_ON, ACTION_FAIL_ON) == ("state", "fail")
     assert AuditOptions().fail_on == DEFAULT_FAIL_ON
     assert AuditOptions(fail_on=None).fail_on == "state"
-    parser = cli.build_parser()
-    run_parser = next(a for a in parser._subparsers._group_actions[0].choices.values() if a.prog.endswith(" run"))
+    run_parser = cli.command_parser(cli.build_parser(), "run")
     fail_on = next(a for a in run_parser._actions if a.dest == "fail_on")
     assert (tuple(fail_on.choices), fail_on.default) == (FAIL_ON_CHOICES, DEFAULT_FAIL_ON)
     assert [exit_code("inconclusive", f) for f in FAIL_ON_CHOICES] == [3, 0, 1]

@@ -6,7 +6,6 @@ anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
-import difflib
 import typing
 from typing import Any
 
@@ -95,6 +94,7 @@ def validation_message(err: ValidationError, source: str = "", model: Any = None
         hint = ""
         if model is not None and loc:
             known = _fields_at(model, loc[:-1])
+            import difflib  # only when a name is wrong, not at every start-up
             close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
             if close:
                 hint = f" (did you mean `{close[0]}`?)"

@@ -3,7 +3,6 @@
 Field docstrings become the published JSON Schemas' descriptions (`fairness.report._schema`).
 """
 
-from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 

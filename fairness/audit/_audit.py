@@ -291,18 +291,23 @@ def _rule_value(rule: DecisionRule, sr: ScopeResult) -> Estimate:
     return sr.pooled
 
 
-def _rule_interval(rule: DecisionRule, spec: MetricSpec, cc: CellCounts, alpha: float, tail: float) -> Interval:
-    """The check's interval: its breaching end at one-sided level `tail`, the other end at α/2."""
+def _rule_bounds(rule: DecisionRule, cc: CellCounts) -> SliceBounds:
+    """The bounds a check's interval is made of (all slices pooled for a `rate` rule); the design
+    effects behind them do not depend on the level, so a search over levels makes them once."""
+    return SliceBounds.of(cc.pooled() if rule.statistic == "rate" else cc)
+
+
+def _rule_interval(rule: DecisionRule, spec: MetricSpec, sb: SliceBounds, alpha: float, tail: float) -> Interval:
+    """The check's interval from its `_rule_bounds`: its breaching end at one-sided level `tail`, the other end at α/2."""
     over = rule.comparator in (">", ">=")
     tails = {"low_tail": tail} if over else {"high_tail": tail}
     if rule.statistic == "max_minus_min":
-        return gap_ci(SliceBounds.of(cc), alpha, **tails)
+        return gap_ci(sb, alpha, **tails)
     if rule.statistic == "rate":
-        sb = SliceBounds.of(cc.pooled())
         lo = sb.lo(tail if over else alpha / 2)[0]
         hi = sb.hi(alpha / 2 if over else tail)[0]
-        return Interval(float(lo), float(hi), "korn-graubard" if cc.kind == "rate" else "garwood-effective-n")
-    return worst_ci(SliceBounds.of(cc), worst_kind(spec), alpha, **tails)
+        return Interval(float(lo), float(hi), "korn-graubard" if sb.cc.kind == "rate" else "garwood-effective-n")
+    return worst_ci(sb, worst_kind(spec), alpha, **tails)
 
 
 def rule_intervals(rule: DecisionRule, spec: MetricSpec, ccs: dict[str, CellCounts], alpha: float) -> dict[str, tuple[Interval, float]]:
@@ -314,16 +319,17 @@ def rule_intervals(rule: DecisionRule, spec: MetricSpec, ccs: dict[str, CellCoun
     """
     over = rule.comparator in (">", ">=")
 
-    def beyond(cc: CellCounts):
+    def beyond(sb: SliceBounds):
         def at(level: float) -> bool:
-            iv = _rule_interval(rule, spec, cc, alpha, level)
+            iv = _rule_interval(rule, spec, sb, alpha, level)
             end = iv.low if over else iv.high
             return math.isfinite(end) and rule.fires(end)
         return at
 
     keys = list(ccs)
-    levels = holm_levels([level_p(beyond(ccs[k])) for k in keys], alpha / 2)
-    return {k: (_rule_interval(rule, spec, ccs[k], alpha, lv), lv) for k, lv in zip(keys, levels, strict=True)}
+    bounds = [_rule_bounds(rule, ccs[k]) for k in keys]
+    levels = holm_levels([level_p(beyond(sb)) for sb in bounds], alpha / 2)
+    return {k: (_rule_interval(rule, spec, sb, alpha, lv), lv) for k, sb, lv in zip(keys, bounds, levels, strict=True)}
 
 
 def _settle(rule: DecisionRule, spec: MetricSpec, cc: CellCounts, value: float, tail: float, alpha: float) -> Settle:

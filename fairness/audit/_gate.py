@@ -21,7 +21,6 @@ output — results.json, stdout, summary.md, the cards, junit.xml, the annotatio
 Action's outputs — renders the `Gate` this module returns and none of them recomputes it.
 """
 
-from __future__ import annotations
 
 import math
 from collections.abc import Sequence

@@ -36,6 +36,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -43,8 +44,7 @@ from fairness._util import special
 from fairness._util.canonical import json_number
 
 
-@dataclass(frozen=True)
-class Interval:
+class Interval(NamedTuple):
     """Bounds [low, high] of a statistic; NaN bounds when the data cannot support one.
 
     The one interval type, shared by the audit's statistics and the peer-parity evaluators.
@@ -107,6 +107,11 @@ class CellCounts:
     def cells(self) -> np.ndarray:
         """Template cells with at least one row, per slice."""
         return (self.counts > 0).sum(axis=0)
+
+    @cached_property
+    def corrs(self) -> list[list[float]]:
+        """`slice_corrs` as lists: a search over levels reads a gap's interval again and again."""
+        return slice_corrs(self).tolist()
 
     def pooled(self) -> CellCounts:
         """All slices together: one cluster per template cell."""
@@ -228,19 +233,20 @@ def upper(x, n, kind: str, tail) -> np.ndarray:
     return np.where(n > 0, b, np.nan)
 
 
-@dataclass(frozen=True)
-class SliceBounds:
+class SliceBounds(NamedTuple):
     """Effective counts of one metric in one scope, ready for bounds at any level."""
 
     cc: CellCounts
     deff: np.ndarray
     param: float
     """The design effect pooled over slices for rates, φ for counts."""
+    pair_lists: dict[float, list[list[float]]] | None = None
+    """`pair_bounds` made so far, by level (`of` gives each its own dict)."""
 
     @classmethod
     def of(cls, cc: CellCounts) -> SliceBounds:
         deff, param = cc.design()
-        return cls(cc, deff, param)
+        return cls(cc, deff, param, {})
 
     @property
     def live(self) -> np.ndarray:
@@ -257,6 +263,16 @@ class SliceBounds:
     def lo(self, tail, *, deff1: bool = False) -> np.ndarray:
         x, n = (self.cc.x, self.cc.n) if deff1 else (self.x_eff, self.n_eff)
         return lower(x, n, self.cc.kind, tail)
+
+    def pair_bounds(self, tail: float) -> list[list[float]]:
+        """`_pair_bounds` at `tail` as lists, kept per level: a search over the level of a gap's
+        one end reads the other end, at one level, at every step."""
+        memo = self.pair_lists
+        if memo is None:
+            return [a.tolist() for a in _pair_bounds(self, tail)]
+        if (b := memo.get(tail)) is None:
+            b = memo[tail] = [a.tolist() for a in _pair_bounds(self, tail)]
+        return b
 
     def hi(self, tail, *, deff1: bool = False) -> np.ndarray:
         x, n = (self.cc.x, self.cc.n) if deff1 else (self.x_eff, self.n_eff)
@@ -403,9 +419,8 @@ def gap_interval(sb: SliceBounds, alpha: float, *, low_tail: float | None = None
     lt = alpha / 2 if low_tail is None else low_tail
     ht = alpha / 2 if high_tail is None else high_tail
     pairs = gap_pairs(live)
-    at_low, at_high = _pair_bounds(sb, lt / (2 * len(pairs))), _pair_bounds(sb, ht)
-    return gap_from_bounds(sb.cc.values.tolist(), pairs, [b.tolist() for b in at_low], [b.tolist() for b in at_high],
-                           slice_corrs(sb.cc).tolist())
+    return gap_from_bounds(sb.cc.values.tolist(), pairs, sb.pair_bounds(lt / (2 * len(pairs))), sb.pair_bounds(ht),
+                           sb.cc.corrs)
 
 
 def gap_pairs(live: np.ndarray) -> list[tuple[int, int]]:
@@ -478,8 +493,7 @@ MAX_SEEDS = 10_000
 """No advice beyond this many seeds per template cell: past it the answer is "more templates", not seeds."""
 
 
-@dataclass(frozen=True)
-class Side:
+class Side(NamedTuple):
     """One verdict of a check as the gate reaches it: one end of the interval crossing the threshold.
 
     The end is a max (or min) over slices (pairs for a gap) of per-slice bounds, so crossing it
@@ -610,19 +624,71 @@ def slice_reach(p: float, n: float, deff: float, kind: str, side: Side) -> float
     their probability is a difference of two survival values (the tail sum of `outcomes`)."""
     lo, hi, d = _support(p, n, deff, kind)
 
-    def hit(x: int) -> bool:
-        return bool(side.reached(_bound1(x / d, n / d, kind, side.end, side.level)))
-
     def tail(a: int, b: int) -> float:
         """P(a ≤ count ≤ b)."""
         return max(_survival1(float(a), n, d, p, kind) - _survival1(float(b + 1), n, d, p, kind), 0.0)
 
     first, last = lo, hi
+    f = _crossing(side, n, d, kind).first(first, last)
     if side.up:  # the first count that reaches it
-        f = _first(first, last, hit)
         return 0.0 if f is None else tail(f, last)
-    f = _first(first, last, lambda x: not hit(x))  # the first count past the last that reaches it
+    # the first count past the last that reaches it
     return tail(first, last) if f is None else (0.0 if f == first else tail(first, f - 1))
+
+
+class _Crossing:
+    """Where one slice's count starts to reach a side's verdict (the bound rises with the count: for
+    an upward verdict the counts from some x* on reach it, for a downward one those before some x*),
+    as far as it has been evaluated. The power searches ask `slice_reach` again and again for one
+    slice at other true values: only the range `outcomes` keeps moves, the crossing does not, so
+    what one bisection learnt about it answers the next one's questions without a bound, and once
+    both neighbours of x* are known a search is two comparisons. The answers are the ones a fresh
+    bisection gives (the predicate is monotone in the count, which the bisection assumes too)."""
+
+    __slots__ = ("_false_at", "_pred", "_true_at")
+
+    def __init__(self, pred: Callable[[int], bool]) -> None:
+        self._pred = pred
+        self._false_at: float = -math.inf  # the largest count known not past x*
+        self._true_at: float = math.inf  # the smallest count known past it
+
+    def __call__(self, x: int) -> bool:
+        if x >= self._true_at:
+            return True
+        if x <= self._false_at:
+            return False
+        if self._pred(x):
+            self._true_at = x
+            return True
+        self._false_at = x
+        return False
+
+    def first(self, lo: int, hi: int) -> int | None:
+        """`_first(lo, hi, pred)`."""
+        x = self._true_at
+        if x == self._false_at + 1:
+            return None if hi < x else (lo if lo >= x else int(x))
+        return _first(lo, hi, self)
+
+
+_CROSSINGS: dict[tuple, _Crossing] = {}
+"""The crossings met so far, by (side, n, effective divisor, kind), the side by identity (its
+crossing's predicate holds it, so the id is not reused while the entry lives); at most `_CROSSINGS_MAX`."""
+_CROSSINGS_MAX = 1 << 12
+
+
+def _crossing(side: Side, n: float, d: float, kind: str) -> _Crossing:
+    key = (id(side), n, d, kind)
+    c = _CROSSINGS.get(key)
+    if c is None:
+        if len(_CROSSINGS) >= _CROSSINGS_MAX:
+            _CROSSINGS.clear()
+
+        def hit(x: int) -> bool:
+            return bool(side.reached(_bound1(x / d, n / d, kind, side.end, side.level)))
+
+        c = _CROSSINGS[key] = _Crossing(hit if side.up else (lambda x: not hit(x)))
+    return c
 
 
 def _first(lo: int, hi: int, pred: Callable[[int], bool]) -> int | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -18,8 +18,7 @@ from fairness.score._rubric import ScoreTable
 from fairness.suite._case import Case
 
 
-@dataclass(frozen=True)
-class Factor:
+class Factor(NamedTuple):
     """A categorical grid coordinate: its level names and each row's level index."""
 
     name: str
@@ -27,8 +26,7 @@ class Factor:
     codes: np.ndarray
 
 
-@dataclass(frozen=True)
-class Design:
+class Design(NamedTuple):
     """Grid coordinates of each scored row, encoded as integer codes."""
 
     row_ids: list[str]
@@ -83,13 +81,12 @@ def build_design(cases: Sequence[Case], slice_order: Sequence[str], placeholder_
     )
 
 
-@dataclass(frozen=True)
-class Scope:
+class Scope(NamedTuple):
     """A subset of the grid: `overall`, `family=F1`, `family=F1,regime=low-entropy` …"""
 
     name: str
     conditions: tuple[tuple[str, str], ...]
-    mask: np.ndarray = field(repr=False)
+    mask: np.ndarray
 
     @property
     def depth(self) -> int:
@@ -125,8 +122,7 @@ def metric_matrix(scores: ScoreTable, metrics: Sequence[MetricSpec]) -> np.ndarr
     return np.column_stack([scores.columns[m.column].astype(np.float64) for m in metrics])
 
 
-@dataclass(frozen=True)
-class SliceTable:
+class SliceTable(NamedTuple):
     """Per-slice values of every metric in one scope."""
 
     scope: Scope

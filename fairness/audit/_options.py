@@ -6,7 +6,6 @@ CLI and the Action), so no adapter re-implements a range check. Each bad value i
 [1, 100000]".
 """
 
-from __future__ import annotations
 
 import math
 import operator

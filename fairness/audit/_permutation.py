@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -104,8 +105,7 @@ class _Streams:
             out[..., a:b] = g.hypergeometric(good[..., a:b], bad[..., a:b], sample[..., a:b])
 
 
-@dataclass
-class _Table:
+class _Table(NamedTuple):
     """Exact inverse-CDF tables of one value's hits per slice, per (slice sizes, hits) configuration.
 
     `config` (C,) each tabulated cell's configuration; per configuration t its outcomes are
@@ -361,8 +361,7 @@ class _Step:
     bits: int = 0
 
 
-@dataclass
-class _Plan:
+class _Plan(NamedTuple):
     """How one metric's varying cells are dealt, step by step; the last (most common) value
     takes the room left. Slice totals are kept relative to the last value's level
     (`shift` = level − last)."""

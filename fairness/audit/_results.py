@@ -10,7 +10,6 @@ given a new meaning), **minor** for a new field (readers must ignore fields they
 a model, never in between, so results.json of an unchanged run stays byte-identical.
 """
 
-from __future__ import annotations
 
 from typing import Any, Literal
 
@@ -251,7 +250,7 @@ class Comparison(Strict):
     """Every regression rule in every scope it applies to."""
     diff_path: str | None = None
     """Where diff.json and diff.md were written (every metric's change), relative to the output directory."""
-    not_compared: list[str] = Field(default_factory=list)
+    not_compared: list[str] = Field(default_factory=empty_list)
     """Metrics the base's and the head's rubrics do not define identically, and why: they were not compared."""
 
 
@@ -356,7 +355,7 @@ class RubricInfo(Strict):
     """Every metric's definition, in report order."""
     scorers: dict[str, Any] = Field(default_factory=dict)
     """The rubric's scorer plug-ins and their settings, by name."""
-    agreement: list[Any] = Field(default_factory=list)
+    agreement: list[Any] = Field(default_factory=empty_list)
     """Pairs of flag metrics scored two ways."""
     scorer_versions: dict[str, str] = Field(default_factory=dict)
     """The recorded version of each scorer plug-in a metric read, by scorer name (part of every score's key)."""
@@ -520,5 +519,5 @@ class FairnessRun(Strict):
     """What the intervals and the gate are about (the grid estimand)."""
     rubric: RubricInfo | None = None
     """The suite's rubric and every metric's definition (null in results of schema < 2.2)."""
-    agreement: list[AgreementResult] = Field(default_factory=list)
+    agreement: list[AgreementResult] = Field(default_factory=empty_list)
     """The rubric's agreement pairs: κ, its interval, confusion per slice, whether the verdict changes."""

@@ -4,6 +4,6 @@ from fairness._util.process import set_process_defaults
 
 set_process_defaults()  # before anything imports numpy
 
-from fairness.cli._main import COMMANDS, build_parser, main  # noqa: E402
+from fairness.cli._main import COMMANDS, build_parser, console, main  # noqa: E402
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "console", "main"]

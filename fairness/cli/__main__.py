@@ -1,5 +1,4 @@
-import sys
-
+from fairness._util.process import exit_process
 from fairness.cli._main import main
 
-sys.exit(main())
+exit_process(main())

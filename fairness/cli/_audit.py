@@ -12,8 +12,8 @@ if TYPE_CHECKING:
     from fairness.pipeline._options import RunOptions
 
 
-def register(sub, add_suite) -> None:
-    r = sub.add_parser("run", help="replay recordings, audit them, print the verdict and write all outputs")
+def add_run_arguments(r: argparse.ArgumentParser, add_suite) -> None:
+    """The options of `run`."""
     add_suite(r)
     r.add_argument("--recordings", required=True, help="recording directory (manifest.json + records)")
     r.add_argument("--out", required=True, help="output directory")
@@ -50,7 +50,6 @@ def register(sub, add_suite) -> None:
     r.add_argument("--workspace", help="git work tree to read --baseline-ref from (default: the one holding --recordings)")
     add_mlflow(r)
     r.set_defaults(handler=cmd_run)
-    register_diff(sub, add_suite)
 
 
 def run_options(args: argparse.Namespace) -> RunOptions:
@@ -101,8 +100,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     return result.run.gate.exit_code
 
 
-def register_diff(sub, add_suite) -> None:
-    d = sub.add_parser("diff", help="compare a base run with a head run: change per metric and family, with intervals")
+def add_diff_arguments(d: argparse.ArgumentParser, add_suite) -> None:
+    """The options of `diff`."""
     d.add_argument("base", help="base run: an output directory of `run` (or its results.json)")
     d.add_argument("head", help="head run: an output directory of `run` (or its results.json)")
     add_suite(d)

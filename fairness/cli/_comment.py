@@ -13,8 +13,8 @@ from pathlib import Path
 from fairness._util.errors import FairnessError
 
 
-def register(sub) -> None:
-    c = sub.add_parser("comment", help="post or update the sticky PR comment from a downloaded check artifact (fork PRs)")
+def add_arguments(c) -> None:
+    """The options of `comment`."""
     c.add_argument("--from-artifact", required=True, metavar="DIR", help="the downloaded artifact (holds pr-comment.json)")
     c.add_argument("--pr", type=int, help="the pull request to comment on (must match the artifact)")
     c.add_argument("--head-sha", default="",

@@ -56,16 +56,19 @@ _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:+@-]*")
 _SECRET = re.compile(r"[A-Z_][A-Z0-9_]*")
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)?[^/?#]*@")
 _CRON = re.compile(r"[0-9*/,\- ]+")
+REGEN_SCHEDULE = "17 4 * * 1"
+PROVIDER_FLAGS = ("base_url", "secret", "runner", "recordings", "schedule")
+"""Flags of the model provider's scaffold: refused in a monitor-only scaffold (they would be silently unused)."""
 
 
-def register(sub) -> None:
-    p = sub.add_parser("init", help="scaffold the fairness check into a repository (workflows, optional suite copy)")
+def add_arguments(p) -> None:
+    """The options of `init`."""
     p.add_argument("--dir", default=".", help="repository to scaffold into (default: the working directory)")
-    p.add_argument("--provider", choices=PROVIDERS, required=True,
+    p.add_argument("--provider", choices=PROVIDERS,
                    help="who answers the prompts when recordings are regenerated: a hosted API (openai, anthropic; "
                         "key from a repository secret), an OpenAI-compatible server (--base-url) or a local model "
-                        "on a self-hosted GPU runner")
-    p.add_argument("--model", required=True, help="the model to audit (hosted model name, or hub id / path for local)")
+                        "on a self-hosted GPU runner (with --model; omit both for a `--monitor` scaffold alone)")
+    p.add_argument("--model", help="the model to audit (hosted model name, or hub id / path for local; with --provider)")
     p.add_argument("--base-url", help="openai-compatible only: the server's URL, e.g. https://llm.example.com/v1")
     p.add_argument("--secret", help="repository secret holding the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY; "
                                     "none for openai-compatible unless given)")
@@ -79,7 +82,7 @@ def register(sub) -> None:
                    help="the Action to pin, OWNER/REPO@<40-hex commit> or a bare commit of "
                         f"{ACTION_REPO} (default: the release this package was built from; a source install "
                         "has none and needs this flag)")
-    p.add_argument("--schedule", default="17 4 * * 1", help="cron schedule of the regeneration workflow (default: weekly)")
+    p.add_argument("--schedule", help=f"cron schedule of the regeneration workflow (default: weekly, {REGEN_SCHEDULE!r})")
     p.add_argument("--monitor", action="store_true",
                    help="also write a scheduled workflow that audits production logs (`llm-fairness-check monitor`) on "
                         "a self-hosted runner that can read them, and a mapping file to fill in")
@@ -100,8 +103,8 @@ def register(sub) -> None:
 class Plan:
     files: dict[str, str]
     """Repository-relative path → content."""
-    commands: list[str]
-    """The next three commands: record, commit, push."""
+    commands: list[tuple[str, str]]
+    """The next three steps as (label, command): record (fill in the mapping, for a monitor alone), commit, push."""
 
 
 def _plain(name: str, value: str) -> str:
@@ -247,6 +250,11 @@ def _suite_copy(name: str) -> str:
 
 
 def plan(args) -> Plan:
+    if args.provider is None and args.model is None:
+        return monitor_plan(args)
+    if args.provider is None or args.model is None:
+        raise FairnessError("`--provider` and `--model` go together (the model whose recordings the pull-request "
+                            "check replays)")
     provider = args.provider
     model = _model(args.model)
     base_url = _base_url(args.base_url, provider)
@@ -257,7 +265,7 @@ def plan(args) -> Plan:
         raise FairnessError("`--with-suite` writes its own suite; drop `--suite`")
     suite = _repo_path("suite", args.suite or (SUITE_COPY if args.with_suite else DEFAULT_SUITE))
     recordings = _repo_path("recordings", args.recordings or f"fairness-check/recordings/{_slug(model)}")
-    _cron(args.schedule)
+    schedule = _cron(args.schedule or REGEN_SCHEDULE)
     engine = ENGINE[provider]
     gen_args = f'--base-url "{base_url}" ' if base_url else ""
     key = "OPENAI_API_KEY" if engine == "openai" else "ANTHROPIC_API_KEY"
@@ -272,7 +280,7 @@ def plan(args) -> Plan:
         "EXTRAS": EXTRAS[provider], "ENGINE": engine, "GENERATE_ARGS": gen_args, "SECRET_ENV": secret_env,
         "PROVIDER_NOTE": note, "PIN_NOTE": pin_note,
         "Q_ACTION": _yaml(f"{repo}@{sha}"), "Q_ACTION_REPO": _yaml(repo), "Q_ACTION_SHA": _yaml(sha),
-        "Q_SUITE": _yaml(suite), "Q_RECORDINGS": _yaml(recordings), "Q_MODEL": _yaml(model), "Q_CRON": _yaml(args.schedule),
+        "Q_SUITE": _yaml(suite), "Q_RECORDINGS": _yaml(recordings), "Q_MODEL": _yaml(model), "Q_CRON": _yaml(schedule),
         "Q_RUNS_ON": _yaml(RUNNERS[runner]),
     }
     files = {PR_WORKFLOW: _template("fairness-check.yml", tokens), REGEN_WORKFLOW: _template("fairness-regenerate.yml", tokens)}
@@ -293,10 +301,41 @@ def plan(args) -> Plan:
     commit = ["git", "add", *files, recordings]
     key_note = f"  (with {'OPENAI' if engine == 'openai' else 'ANTHROPIC'}_API_KEY set)" if secret else ""
     commands = [
-        shlex.join(record) + key_note,
-        shlex.join(commit) + " && " + shlex.join(["git", "commit", "-m", f"Add the fairness check with the recordings of {model}"]),
-        "git push",
+        ("record", shlex.join(record) + key_note),
+        ("commit", shlex.join(commit) + " && "
+         + shlex.join(["git", "commit", "-m", f"Add the fairness check with the recordings of {model}"])),
+        ("push", "git push"),
     ]
+    return Plan(files, commands)
+
+
+def monitor_plan(args) -> Plan:
+    """`init --monitor` without a model provider: the scheduled monitor workflow, its mapping file and the
+    actionlint label of its runner, nothing else (no pull-request check, no regeneration, no key)."""
+    if not getattr(args, "monitor", False):
+        raise FairnessError("`init` needs `--provider` and `--model` (the model whose recordings the pull-request check "
+                            "replays), or `--monitor` alone for the scheduled production-log monitor")
+    given = next((f for f in PROVIDER_FLAGS if getattr(args, f, None) is not None), None)
+    if given is not None:
+        flag = "--" + given.replace("_", "-")
+        raise FairnessError(f"`{flag}` is for the model's scaffold (`--provider` and `--model`); `--monitor` alone "
+                            "writes only the monitor workflow and its mapping")
+    repo, sha, pin_note = action_ref(args.action_ref)
+    if args.suite and args.with_suite:
+        raise FairnessError("`--with-suite` writes its own suite; drop `--suite`")
+    suite = _repo_path("suite", args.suite or (SUITE_COPY if args.with_suite else DEFAULT_SUITE))
+    tokens = {"VERSION": __version__, "PIN_NOTE": pin_note, "Q_ACTION_REPO": _yaml(repo), "Q_ACTION_SHA": _yaml(sha),
+              "Q_SUITE": _yaml(suite)}
+    files: dict[str, str] = {}
+    label = _monitor_files(args, tokens, files)
+    files[ACTIONLINT_CONFIG] = ACTIONLINT_LABELS + f"    - {label}\n"
+    if args.with_suite:
+        files[SUITE_COPY] = _suite_copy(f"{_slug(str(Path(args.dir).resolve()))}/fairness-suite")
+    mapping = _repo_path("monitor-mapping", args.monitor_mapping)
+    commands = [("edit", f"{mapping}: your logs' field names (`llm-fairness-check schema mapping`)"),
+                ("commit", shlex.join(["git", "add", *files]) + " && "
+                 + shlex.join(["git", "commit", "-m", "Add the scheduled fairness monitor of the production logs"])),
+                ("push", "git push")]
     return Plan(files, commands)
 
 
@@ -353,6 +392,6 @@ def cmd_init(args) -> int:
     for path in place(root, p.files, force=args.force):
         print(f"wrote {path}")
     print("next:")
-    for label, command in zip(("record", "commit", "push"), p.commands, strict=True):
+    for label, command in p.commands:
         print(f"  {label + ':':<8}{command}")
     return 0

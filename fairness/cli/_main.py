@@ -8,13 +8,14 @@ from __future__ import annotations
 import argparse
 import csv
 import gc
+import importlib
 import io
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from fairness._util.errors import FairnessError
 
@@ -92,22 +93,56 @@ def add_generate_options(gen: argparse.ArgumentParser, out_help: str) -> None:
     gen.add_argument("--no-progress", action="store_true")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="llm-fairness-check", description=DESCRIPTION, epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="store_true", help="print the version and exit")
-    parser.add_argument("--max-grid-rows", type=int, metavar="N",
-                        help="refuse suites whose grid exceeds N rows (default 1,000,000; env FAIRNESS_MAX_GRID_ROWS)")
-    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+if TYPE_CHECKING:
+    _SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
+else:
+    _SubParsers = argparse._SubParsersAction
 
-    g = sub.add_parser("grid", help="write the expanded prompt grid")
+
+class _Commands(_SubParsers):
+    """The subcommands, each parser's options added when that command is chosen (or its help asked).
+
+    The top-level help needs only each command's name and help line (`COMMAND_TABLE`); a command's
+    options, and the module that defines them, load when argparse reaches it. So `run` imports
+    none of `init`, `serve`, `monitor`, `score` … (about 5% of its start-up when they all loaded)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._fill: dict[str, Callable[[argparse.ArgumentParser], None]] = {}
+
+    def add_command(self, name: str, help_line: str, fill: Callable[[argparse.ArgumentParser], None]) -> None:
+        self.add_parser(name, help=help_line)
+        self._fill[name] = fill
+
+    def parser_for(self, name: str) -> argparse.ArgumentParser:
+        """The parser of command `name`, its options added."""
+        parser = self._name_parser_map[name]
+        if (fill := self._fill.pop(name, None)) is not None:
+            fill(parser)
+        return parser
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        self.parser_for(values[0])  # argparse has checked the name against the choices
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _from(module: str, function: str, *extra: Any) -> Callable[[argparse.ArgumentParser], None]:
+    """A filler that imports `module` and calls its `function(parser, *extra)`."""
+
+    def fill(parser: argparse.ArgumentParser) -> None:
+        getattr(importlib.import_module(module), function)(parser, *extra)
+
+    return fill
+
+
+def _fill_grid(g: argparse.ArgumentParser) -> None:
     _add_suite(g)
     g.add_argument("--format", choices=["csv", "jsonl"], default="csv")
     g.add_argument("--output", "-o", help="file to write (default: stdout)")
 
-    gen = sub.add_parser("generate", help="generate recordings live with a local model or hosted API (opt-in: --live)")
+
+def _fill_generate(gen: argparse.ArgumentParser) -> None:
     add_generate_options(gen, "recording directory (resumed if it exists)")
     gen.add_argument("--shard", help="generate the deterministic shard K/N of the grid")
     gen.add_argument("--regenerate", action="store_true",
@@ -116,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="then record the scores of the suite's scorer plug-ins (an hf-classifier, a judge: its key "
                           "from the environment) into the set, as `score` does")
 
-    dr = sub.add_parser("dry-run", help="count the requests and estimate the cost of a live run (no network, no key)")
+
+def _fill_dry_run(dr: argparse.ArgumentParser) -> None:
     _add_suite(dr)
     dr.add_argument("--engine", choices=ENGINE_CHOICES, required=True)
     dr.add_argument("--model", required=True)
@@ -125,7 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     dr.add_argument("--shard", help="only the deterministic shard K/N of the grid")
     _add_hosted(dr)
 
-    m = sub.add_parser("models", help="manage local model files")
+
+def _fill_models(m: argparse.ArgumentParser) -> None:
     msub = m.add_subparsers(dest="models_command", parser_class=_Parser)
     mf = msub.add_parser("fetch", help="download and verify a known model file into the cache")
     mf.add_argument("name")
@@ -134,7 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     mp = msub.add_parser("path", help="print the cached path of a known model")
     mp.add_argument("name")
 
-    r = sub.add_parser("recordings", help="manage recording sets")
+
+def _fill_recordings(r: argparse.ArgumentParser) -> None:
     rsub = r.add_subparsers(dest="recordings_command", parser_class=_Parser)
     rm = rsub.add_parser("merge", help="validate shard recording sets and merge them into one")
     _add_suite(rm)
@@ -149,31 +187,63 @@ def build_parser() -> argparse.ArgumentParser:
     rr.add_argument("--reason", required=True, help="why the records were edited (kept in the manifest's history)")
     rr.add_argument("--by", help="who resealed (default: git's user.name <user.email>, else $USER)")
 
-    sc = sub.add_parser("schema", help="print the JSON Schema of results.json, monitor.json, a recording manifest, a "
-                                       "suite file or a monitor mapping, or the OpenAPI document of `serve`")
+
+def _fill_schema(sc: argparse.ArgumentParser) -> None:
     sc.add_argument("name", choices=["results", "manifest", "suite", "monitor", "mapping", "openapi"])
 
-    from fairness.cli._audit import register
-    from fairness.cli._init import register as register_init
-    from fairness.cli._regenerate import register as register_regenerate
 
-    register(sub, _add_suite)
-    register_init(sub)
-    register_regenerate(sub, add_generate_options)
-    from fairness.cli._comment import register as register_comment
+COMMAND_TABLE: list[tuple[str, str, Callable[[argparse.ArgumentParser], None]]] = [
+    ("grid", "write the expanded prompt grid", _fill_grid),
+    ("generate", "generate recordings live with a local model or hosted API (opt-in: --live)", _fill_generate),
+    ("dry-run", "count the requests and estimate the cost of a live run (no network, no key)", _fill_dry_run),
+    ("models", "manage local model files", _fill_models),
+    ("recordings", "manage recording sets", _fill_recordings),
+    ("schema", "print the JSON Schema of results.json, monitor.json, a recording manifest, a suite file or a monitor "
+               "mapping, or the OpenAPI document of `serve`", _fill_schema),
+    ("run", "replay recordings, audit them, print the verdict and write all outputs",
+     _from("fairness.cli._audit", "add_run_arguments", _add_suite)),
+    ("diff", "compare a base run with a head run: change per metric and family, with intervals",
+     _from("fairness.cli._audit", "add_diff_arguments", _add_suite)),
+    ("init", "scaffold the fairness check into a repository (workflows, optional suite copy)",
+     _from("fairness.cli._init", "add_arguments")),
+    ("regenerate", "audit the committed recordings, regenerate them in place (or merge shards), audit again, write the "
+                   "PR body", _from("fairness.cli._regenerate", "add_regenerate_arguments", add_generate_options)),
+    ("pr-body", "render a regeneration PR body: the verdict, then the diff, then provenance",
+     _from("fairness.cli._regenerate", "add_pr_body_arguments")),
+    ("open-pr", "commit a recordings directory to a branch, push it and open a PR (token from FAIRNESS_PR_TOKEN; "
+                "without one, say so in the job summary)", _from("fairness.cli._regenerate", "add_open_pr_arguments")),
+    ("comment", "post or update the sticky PR comment from a downloaded check artifact (fork PRs)",
+     _from("fairness.cli._comment", "add_arguments")),
+    ("score", "record scorer plug-ins' scores of a recording set (judge, hf-classifier …)",
+     _from("fairness.cli._score", "add_arguments")),
+    ("serve", "serve audits over HTTP: upload a recording set, read the verdict and the card",
+     _from("fairness.cli._serve", "add_arguments")),
+    ("monitor", "audit production logs with the suite's scorer, intervals and gate, per window, and flag drift",
+     _from("fairness.cli._monitor", "add_arguments", _add_suite)),
+]
+"""Every command, in the order the help lists them: its name, its help line, and what adds its options."""
 
-    register_comment(sub)
-    from fairness.cli._score import register as register_score
 
-    register_score(sub)
-    from fairness.cli._serve import register as register_serve
-
-    register_serve(sub)
-
-    from fairness.cli._monitor import register as register_monitor
-
-    register_monitor(sub, _add_suite)
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every command; a command's options are added when it is parsed (`command_parser`)."""
+    parser = _Parser(
+        prog="llm-fairness-check", description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument("--max-grid-rows", type=int, metavar="N",
+                        help="refuse suites whose grid exceeds N rows (default 1,000,000; env FAIRNESS_MAX_GRID_ROWS)")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser, action=_Commands)
+    assert isinstance(sub, _Commands)
+    for name, help_line, fill in COMMAND_TABLE:
+        sub.add_command(name, help_line, fill)
     return parser
+
+
+def command_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of command `name` in `parser` (from `build_parser`), with all its options."""
+    commands = next(a for a in parser._actions if isinstance(a, _Commands))
+    return commands.parser_for(name)
 
 
 # -- commands -------------------------------------------------------------------------
@@ -434,6 +504,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv)
     finally:
         gc.set_threshold(*thresholds)
+
+
+def console() -> NoReturn:
+    """The `llm-fairness-check` console script: `main()`, then the process ends with its exit code."""
+    from fairness._util.process import exit_process
+
+    exit_process(main())
 
 
 def _main(argv: Sequence[str] | None = None) -> int:

@@ -8,9 +8,8 @@ from fairness.audit._gate import DEFAULT_FAIL_ON, FAIL_ON_CHOICES, FAIL_ON_HELP,
 from fairness.cli._audit import add_mlflow
 
 
-def register(sub, add_suite) -> None:
-    m = sub.add_parser("monitor", help="audit production logs with the suite's scorer, intervals and gate, per window, "
-                                       "and flag drift")
+def add_arguments(m: argparse.ArgumentParser, add_suite) -> None:
+    """The options of `monitor`."""
     m.add_argument("logs", nargs="+", help="log files, globs or directories: JSONL (plain or .gz), Parquet or CSV")
     m.add_argument("--mapping", required=True, help="mapping YAML: text, groups or slice, timestamp, unit, id "
                                                     "(`llm-fairness-check schema mapping`)")

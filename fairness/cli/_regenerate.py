@@ -13,11 +13,8 @@ from pathlib import Path
 from fairness._util.errors import FairnessError
 
 
-def register(sub, add_generate_options) -> None:
-    rg = sub.add_parser(
-        "regenerate",
-        help="audit the committed recordings, regenerate them in place (or merge shards), audit again, write the PR body",
-    )
+def add_regenerate_arguments(rg, add_generate_options) -> None:
+    """The options of `regenerate`."""
     add_generate_options(rg, "the model's recordings directory, rewritten in place (e.g. recordings/<suite>/<model>)")
     rg.add_argument("--merge", nargs="+", metavar="SHARD_DIR", help="merge these shard sets instead of generating")
     rg.add_argument("--work", default="fairness-regen", help="directory for the base and head runs, diff.md and pr-body.md")
@@ -25,15 +22,18 @@ def register(sub, add_generate_options) -> None:
     rg.add_argument("--permutations", type=int, default=2000, help="permutations per test of the audits")
     rg.set_defaults(handler=cmd_regenerate)
 
-    pb = sub.add_parser("pr-body", help="render a regeneration PR body: the verdict, then the diff, then provenance")
+
+def add_pr_body_arguments(pb) -> None:
+    """The options of `pr-body`."""
     pb.add_argument("--run", required=True, help="`run` output directory of the new recordings")
     pb.add_argument("--diff", help="diff.md of `diff` against the committed recordings (omit for a first set)")
     pb.add_argument("--recordings", help="the new recordings directory (adds provenance from its manifest)")
     pb.add_argument("--out", help="file to write (default: stdout)")
     pb.set_defaults(handler=cmd_pr_body)
 
-    op = sub.add_parser("open-pr", help="commit a recordings directory to a branch, push it and open a PR "
-                                         "(token from FAIRNESS_PR_TOKEN; without one, say so in the job summary)")
+
+def add_open_pr_arguments(op) -> None:
+    """The options of `open-pr`."""
     op.add_argument("--path", required=True, help="the recordings directory to commit")
     op.add_argument("--branch", required=True)
     op.add_argument("--title", required=True)

@@ -13,8 +13,8 @@ from pathlib import Path
 from fairness._util.errors import FairnessError
 
 
-def register(sub) -> None:
-    s = sub.add_parser("score", help="record scorer plug-ins' scores of a recording set (judge, hf-classifier …)")
+def add_arguments(s) -> None:
+    """The options of `score`."""
     s.add_argument("--recordings", required=True, metavar="DIR", help="the recording set (scores go under DIR/scores/)")
     s.add_argument("--suite", help="the suite whose rubric declares the scorers (built-in name or YAML path)")
     s.add_argument("--scorers", metavar="FILE",

@@ -14,8 +14,8 @@ import sys
 from fairness._util.errors import FairnessError
 
 
-def register(sub) -> None:
-    s = sub.add_parser("serve", help="serve audits over HTTP: upload a recording set, read the verdict and the card")
+def add_arguments(s: argparse.ArgumentParser) -> None:
+    """The options of `serve`."""
     s.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1); any other than 127.0.0.1, ::1 or localhost needs "
                         "FAIRNESS_SERVE_TOKEN")
@@ -54,7 +54,7 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _serve(settings, sock: socket.socket) -> None:
-    import logging  # here, not at the top: every command registers `serve`, few run it
+    import logging  # here, not at the top: `serve --help` and a bad option need no logging
 
     import uvicorn
 

@@ -18,10 +18,13 @@ from fairness.monitor._engine import (
     ScanJob,
     agg_schema,
     cells_of_batch,
+    check_field_kinds,
+    check_key_values,
     check_mapped_fields,
     check_sampled_counts,
     example_rows,
     finish,
+    key_fields,
 )
 
 BATCH_ROWS = 16_384
@@ -43,18 +46,62 @@ def _lit(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def literal_path(path: str) -> str:
+    """A file path DuckDB reads as exactly that file: its glob characters `[`, `*`, `?` each as a one-character class."""
+    return "".join(f"[{ch}]" if ch in "[*?" else ch for ch in path)
+
+
 def _reader(job: ScanJob) -> str:
-    files = "[" + ", ".join(_lit(f) for f in job.files) + "]"
+    files = "[" + ", ".join(_lit(literal_path(f)) for f in job.files) + "]"
     if job.format == "jsonl":
         return f"read_json({files}, format='newline_delimited', union_by_name=true)"
     if job.format == "parquet":
         return f"read_parquet({files}, union_by_name=true)"
-    return f"read_csv({files}, header=true, union_by_name=true)"
+    return f"read_csv({files}, header=true, union_by_name=true, all_varchar=true)"  # every cell as written
+
+
+INTEGERS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
+            "UHUGEINT"}
+JSON_KEY_TYPES = "('VARCHAR', 'BOOLEAN', 'NULL', 'BIGINT', 'UBIGINT')"
+"""The JSON value types a key field may mix (an unsigned one only within BIGINT, as Spark reads it)."""
+
+
+def kind_of(duck_type: str) -> str:
+    """A DuckDB type's kind (`_engine.check_field_kinds`)."""
+    t = duck_type.upper()
+    if t in ("VARCHAR", "JSON", "BOOLEAN"):
+        return {"VARCHAR": "string", "JSON": "json", "BOOLEAN": "boolean"}[t]
+    if t in INTEGERS:
+        return "integer"
+    if t.startswith("DECIMAL"):
+        return "integer" if t.replace(" ", "").endswith(",0)") else "fraction"
+    if t in ("FLOAT", "DOUBLE", "REAL"):
+        return "float"
+    if t.endswith("_NS"):
+        return "ns-time"
+    if t.startswith(("TIMESTAMP", "DATE", "TIME")):
+        return "time"
+    return "nested" if t.startswith(("STRUCT", "MAP", "UNION")) or t.endswith("]") else "other"
 
 
 def _as_string(col: str, types: dict[str, str]) -> str:
     """A field as VARCHAR (a JSON-typed field, mixed strings and numbers, unwrapped rather than quoted)."""
     return f"({_q(col)} ->> '$')" if types[col] == "JSON" else f"CAST({_q(col)} AS VARCHAR)"
+
+
+def _mixed_bad(col: str) -> str:
+    """The records whose value in a JSON-typed (mixed) key field is not a string, boolean or int64 integer."""
+    q = _q(col)
+    return (f"count(*) FILTER (WHERE json_type({q}) NOT IN {JSON_KEY_TYPES} "
+            f"OR (json_type({q}) = 'UBIGINT' AND TRY_CAST({q} ->> '$' AS BIGINT) IS NULL))")
+
+
+def _timestamp(col: str, kind: str) -> str:
+    """The timestamp as TIMESTAMPTZ; nanoseconds cut to the microsecond below (DuckDB's cast would round up)."""
+    if kind != "ns-time":
+        return f"TRY_CAST({_q(col)} AS TIMESTAMPTZ)"
+    ns = f"epoch_ns({_q(col)})"
+    return f"CAST(make_timestamp(({ns} - (({ns} % 1000) + 1000) % 1000) // 1000) AS TIMESTAMPTZ)"
 
 
 def hash_sql(key: str) -> str:
@@ -100,11 +147,13 @@ class DuckDBEngine:
             raise read_error(exc, job) from None
         m = job.mapping
         check_mapped_fields(job, list(types))
+        kinds = {f: kind_of(types[f]) for f in m.fields()}
+        check_field_kinds(job, kinds)
         # the examples' order (and, with an id, the sample and row-window ties): the id, else the text's md5
         key = _as_string(m.id, types) if m.id is not None else f"md5(CAST({_q(m.text)} AS VARCHAR))"
         h = hash_sql(key)
         keep = "TRUE" if job.sample == 1 else f"({h} % {int(job.sample)} = 0)"
-        ts = f"TRY_CAST({_q(m.timestamp)} AS TIMESTAMPTZ)"
+        ts = _timestamp(m.timestamp, kinds[m.timestamp])
         sel = [f"CAST({_q(m.text)} AS VARCHAR) AS _text", f"{ts} AS _ts", f"{h} AS _h", f"{key} AS _key"]
         if m.slice is not None:
             sel.append(f"{_as_string(m.slice, types)} AS _slice")
@@ -115,11 +164,16 @@ class DuckDBEngine:
         checks = ["count(*)", f"count(*) FILTER (WHERE {keep})",
                   f"count(*) FILTER (WHERE {keep} AND {_q(m.text)} IS NULL)",
                   f"count(*) FILTER (WHERE {keep} AND {ts} IS NULL)"]
-        checks.append(f"count(*) FILTER (WHERE {keep} AND {_q(m.unit)} IS NULL)" if m.unit else "0")
+        checks.append(f"count(*) FILTER (WHERE {keep} AND {_as_string(m.unit, types)} IS NULL)" if m.unit else "0")
+        checks.append(f"count(*) FILTER (WHERE {key} IS NULL)" if m.id else "0")
+        mixed = [col for _, col in key_fields(m) if kinds[col] == "json"]
+        checks += [_mixed_bad(col) for col in mixed]
         try:
-            total, sampled, null_text, bad_ts, null_unit = con.execute(f"SELECT {', '.join(checks)} FROM {src}").fetchall()[0]
+            total, sampled, null_text, bad_ts, null_unit, null_ids, *bad = \
+                con.execute(f"SELECT {', '.join(checks)} FROM {src}").fetchall()[0]
         except duckdb.Error as exc:
             raise read_error(exc, job) from None
+        check_key_values(job, null_ids, dict(zip(mixed, bad, strict=True)))
         check_sampled_counts(job, null_text, bad_ts, null_unit)
         if job.window.kind == "rows":
             base = f"SELECT *, row_number() OVER (ORDER BY _ts, _key) - 1 AS _rank FROM ({base})"
@@ -151,7 +205,7 @@ def read_error(exc: Exception, job: ScanJob) -> FairnessError:
     a conversion error quotes the record, and stderr (a CI log) must not carry log text either."""
     import re
 
-    files = set(job.files)
+    files = set(job.files) | {literal_path(f) for f in job.files}
     line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     line = re.sub(r"'[^']*'|\"[^\"]*\"", lambda q: q.group(0) if q.group(0)[1:-1] in files else "'…'", line)
     return FairnessError(f"cannot read the logs as {job.format}: {line}")

@@ -23,10 +23,17 @@ Sampling rule (both engines, in SQL, before any scoring): a record is kept iff
 and reads no id. `keep(id, N)` is the Python reference the engines are tested against.
 
 Inputs an engine's SQL selects for `cells_of_batch`: `_text` (string), `_ts` (timestamp, UTC),
-`_slice` (string) or `_g0`, `_g1` … (the group fields, any type, cast to string here), `_unit`
+`_slice` (string) or `_g0`, `_g1` … (the group fields as strings), `_unit`
 (string, when the mapping has a unit), `_rank` (int64, 0-based position of the record among the
 sampled records ordered by (`_ts`, `_key`) — row windows only), `_key` (string: the id as a
 string, or without an id the md5 hex of the text) and `_h` (int64: the sampling hash of `_key`).
+
+Reading values (both engines): a group, slice, unit or id field must hold strings, integers or booleans
+(`check_field_kinds`; a float is refused, its text depends on the engine); its string is the JSON
+string's content, the integer's decimal digits or `true`/`false`; a CSV file is read as text, every
+cell as written (`007` stays `007`), an empty cell null. A JSON field mixing kinds is checked value by
+value (`check_key_values`). Nanosecond timestamps are cut to the microsecond below. Every file is read
+as its literal path (glob characters in a name are escaped for the engine).
 
 Examples (`ScanJob.examples` = k > 0): the k sampled records smallest in (`_h`, `_key`, window,
 slice, text), in that order, as {window, slice, text}.
@@ -197,6 +204,51 @@ def check_mapped_fields(job: ScanJob, fields: list[str]) -> None:
         raise FairnessError("mapping `id`: sampling (--sample above 1) needs a record id field")
     if job.window.kind == "rows" and m.id is None:
         raise FairnessError("mapping `id`: row windows need a record id field (records are ordered by time, then id)")
+
+
+KEY_VALUES = "group, slice, unit and id values must be strings, integers or booleans"
+KIND_WORDS = {"float": "floating-point numbers", "fraction": "decimal fractions", "integer": "integers",
+              "boolean": "booleans", "time": "dates or times", "ns-time": "dates or times",
+              "nested": "nested values (objects, arrays or maps)", "other": "values of another type"}
+"""Engine-independent words for a field's kind (an engine maps its own type names to these kinds)."""
+KEY_KINDS = ("string", "integer", "boolean", "json")
+TIME_KINDS = ("string", "time", "ns-time", "json")
+
+
+def key_fields(mapping: Mapping) -> list[tuple[str, str]]:
+    """(role, field) of every mapped field whose value becomes a label or the sampling key."""
+    out = [("groups", g) for g in mapping.groups or []]
+    return out + [(role, col) for role, col in (("slice", mapping.slice), ("unit", mapping.unit), ("id", mapping.id))
+                  if col is not None]
+
+
+def check_field_kinds(job: ScanJob, kinds: dict[str, str]) -> None:
+    """Exit 2 for a key field that is not text, an integer or a boolean, or a timestamp that is not text or a time.
+
+    `kinds`: each mapped field's kind — `string`, `integer`, `boolean`, `json` (a JSON field mixing kinds, whose
+    values `check_key_values` checks), `float`, `fraction`, `time`, `ns-time` (nanosecond timestamps),
+    `nested` or `other`. A float's text depends on who spells it (`1.0E10` or `10000000000.0`), so no label
+    or sampling key is made from one."""
+    for role, col in key_fields(job.mapping):
+        if kinds[col] not in KEY_KINDS:
+            raise FairnessError(f"mapping `{role}`: field `{col}` holds {KIND_WORDS[kinds[col]]}; {KEY_VALUES} "
+                                "(bucket numbers into labels in the logs)")
+    ts = job.mapping.timestamp
+    if kinds[ts] not in TIME_KINDS:
+        raise FairnessError(f"mapping `timestamp`: field `{ts}` holds {KIND_WORDS[kinds[ts]]}; "
+                            "it must hold ISO-8601 strings or timestamps")
+
+
+def check_key_values(job: ScanJob, null_ids: int, mixed: dict[str, int]) -> None:
+    """Exit 2 for records without an id (when the mapping has one), or a JSON field that mixes kinds and holds
+    floats, objects or arrays (`mixed`: field → such records, over every record read)."""
+    for role, col in key_fields(job.mapping):
+        if mixed.get(col):
+            raise FairnessError(f"mapping `{role}`: field `{col}` holds a floating-point number, an object or an array "
+                                f"in {mixed[col]} record(s); {KEY_VALUES}")
+    if null_ids:
+        raise FairnessError(f"mapping `id`: field `{job.mapping.id}` has no id in {null_ids} record(s) "
+                            "(a null, or an empty CSV cell)")
 
 
 def check_sampled_counts(job: ScanJob, null_text: int, bad_ts: int, null_unit: int) -> None:

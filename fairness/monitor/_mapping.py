@@ -29,18 +29,23 @@ class Mapping(Frozen):
     groups: list[str] | None = Field(default=None, min_length=1, max_length=8)
     """Group attribute fields; a record's slice is their values joined by `_` in this order (as the
     grid's slice ids, e.g. `woman_Muslim`), a missing value written `(missing)`. Exactly one of
-    `groups` and `slice`."""
+    `groups` and `slice`. Group, slice, unit and id values must be strings, integers or booleans,
+    spelled as JSON writes them (`7`, `true`); a CSV cell is its text as written (`007`, `1e3`,
+    `TRUE`), an empty cell missing. A floating-point value is exit 2 naming the field (engines spell
+    floats differently: `1.0E10`, `10000000000.0`): bucket such values into labels in the logs."""
     slice: str | None = Field(default=None, pattern=FIELD_PATTERN)
     """A field already holding the record's slice. Exactly one of `groups` and `slice`."""
     timestamp: str = Field(pattern=FIELD_PATTERN)
-    """The record's time: an ISO-8601 string or a timestamp column, read as UTC; day and week windows
-    are cut from it and row windows are ordered by it."""
+    """The record's time: an ISO-8601 string or a timestamp column (nanosecond ones cut to the
+    microsecond below), read as UTC; day and week windows are cut from it and row windows are
+    ordered by it. A number (epoch seconds or milliseconds are ambiguous) is exit 2."""
     unit: str | None = Field(default=None, pattern=FIELD_PATTERN)
     """A field naming the unit whose records are correlated (a user or conversation id): intervals
     then treat units as clusters. Null: records are independent."""
     id: str | None = Field(default=None, pattern=FIELD_PATTERN)
     """A stable record id (a string or integer field): sampling keeps a record iff the hash of this
-    id says so, so every machine samples the same records. Required for `--sample` above 1."""
+    id's text says so, so every machine samples the same records. Required for `--sample` above 1 and
+    row windows; a record without one (a null, an empty CSV cell) is exit 2."""
 
     @model_validator(mode="after")
     def _one_slice_source(self) -> Mapping:

@@ -15,6 +15,7 @@ line. A session already active in the process (a test's, a notebook's) is used a
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -32,10 +33,13 @@ from fairness.monitor._engine import (
     ScanJob,
     agg_schema,
     cells_of_batch,
+    check_field_kinds,
+    check_key_values,
     check_mapped_fields,
     check_sampled_counts,
     example_rows,
     finish,
+    key_fields,
 )
 
 DEFAULT_MASTER = "local[2]"
@@ -81,6 +85,12 @@ from a daemon that imported the scoring code first (`_spark_daemon`): they share
 outlives its task (a worker kept for reuse holds its scoring scratch until the session ends); the
 daemon starts no thread before it forks (no BLAS pool, no jemalloc background thread: the Python
 workers use the system allocator)."""
+
+
+NANOS_AS_LONG = "spark.sql.legacy.parquet.nanosAsLong"
+"""Spark's setting that reads a nanosecond Parquet timestamp as a long (set only while a Parquet job runs)."""
+VARIANT_KEY_TYPES = "('STRING', 'BOOLEAN', 'VOID', 'BIGINT', 'INT', 'SMALLINT', 'TINYINT')"
+"""The VARIANT value types a JSONL key field may mix (VOID: a JSON null)."""
 
 
 def _q(name: str) -> str:
@@ -183,14 +193,88 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
             os.environ.pop(key, None)
 
 
+def literal_path(path: str) -> str:
+    """A file path Hadoop reads as exactly that file: its glob characters escaped with a backslash."""
+    return re.sub(r"([\\{}\[\]*?])", r"\\\1", path)
+
+
 def _reader(spark: Any, job: ScanJob) -> Any:
-    """The log files as one DataFrame (fields united by name, as DuckDB reads them)."""
-    files = list(job.files)
+    """The log files as one DataFrame (fields united by name, as DuckDB reads them; CSV cells as written).
+
+    JSONL: a key field Spark types as a string (text, or values of mixed kinds, which Spark would
+    spell as written, `1.0E10`, where DuckDB writes `10000000000.0`) is read as a VARIANT, whose
+    type `check_key_values` checks value by value."""
+    files = [literal_path(f) for f in job.files]
     if job.format == "jsonl":
-        return spark.read.option("mode", "FAILFAST").json(files)
+        logs = spark.read.option("mode", "FAILFAST").json(files)
+        keys = {col for _, col in key_fields(job.mapping)}
+        if not any(f.name in keys and f.dataType.typeName() == "string" for f in logs.schema.fields):
+            return logs
+        from pyspark.sql.types import StructField, StructType, VariantType
+
+        schema = StructType([StructField(f.name, VariantType()) if f.name in keys and f.dataType.typeName() == "string"
+                             else f for f in logs.schema.fields])
+        return spark.read.schema(schema).option("mode", "FAILFAST").json(files)
     if job.format == "parquet":
         return spark.read.option("mergeSchema", "true").parquet(*files)
-    return spark.read.options(header="true", inferSchema="true", mode="FAILFAST", enforceSchema="false").csv(files)
+    return spark.read.options(header="true", mode="FAILFAST", enforceSchema="false").csv(files)
+
+
+def kind_of(data_type: Any) -> str:
+    """A Spark type's kind (`_engine.check_field_kinds`); a VARIANT is a JSONL key field (see `_reader`)."""
+    name = data_type.typeName()
+    if name in ("string", "boolean", "variant"):
+        return {"string": "string", "boolean": "boolean", "variant": "json"}[name]
+    if name in ("byte", "short", "integer", "long"):
+        return "integer"
+    if name == "decimal":
+        return "integer" if data_type.scale == 0 else "fraction"
+    if name in ("float", "double"):
+        return "float"
+    if name in ("date", "timestamp", "timestamp_ntz"):
+        return "time"
+    return "nested" if name in ("struct", "array", "map") else "other"
+
+
+def _kinds(logs: Any, job: ScanJob) -> dict[str, str]:
+    """Each mapped field's kind; a Parquet timestamp Spark reads as a long (`NANOS_AS_LONG`) is `ns-time`."""
+    types = {f.name: f.dataType for f in logs.schema.fields}
+    kinds = {col: kind_of(types[col]) for col in job.mapping.fields()}
+    ts = job.mapping.timestamp
+    if job.format == "parquet" and kinds[ts] == "integer" and _nanosecond_field(job.files, ts):
+        kinds[ts] = "ns-time"
+    return kinds
+
+
+def _nanosecond_field(files: tuple[str, ...], name: str) -> bool:
+    """Whether the Parquet files store `name` as nanosecond timestamps (their footers, read by pyarrow)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for path in files:
+        schema = pq.read_schema(path)
+        if name in schema.names:
+            t = schema.field(name).type
+            if pa.types.is_timestamp(t) and t.unit == "ns":
+                return True
+    return False
+
+
+def _as_string(col: str, kind: str) -> str:
+    """A field as a string (a VARIANT's string, integer or boolean value spelled as DuckDB spells it)."""
+    return f"variant_get({_q(col)}, '$', 'string')" if kind == "json" else f"CAST({_q(col)} AS STRING)"
+
+
+def _mixed_bad(col: str) -> str:
+    """The records whose VARIANT key value is not a string, boolean or int64 integer (DuckDB's `_mixed_bad`)."""
+    return f"count_if(schema_of_variant({_q(col)}) NOT IN {VARIANT_KEY_TYPES})"
+
+
+def _timestamp(col: str, kind: str) -> str:
+    """The timestamp; nanoseconds since the epoch (a long here) cut to the microsecond below, as DuckDB's."""
+    if kind != "ns-time":
+        return f"try_cast({_q(col)} AS TIMESTAMP)"
+    return f"timestamp_micros(({_q(col)} - pmod({_q(col)}, 1000)) div 1000)"
 
 
 def _cells_in_batches(job: ScanJob) -> Any:
@@ -215,24 +299,30 @@ def _aggregate(spark: Any, job: ScanJob) -> Aggregate:
 
     errors = _spark_errors()
     m = job.mapping
+    restore = _nanos_as_long(spark) if job.format == "parquet" else (lambda: None)
     try:
         logs = _reader(spark, job)
         check_mapped_fields(job, logs.columns)
-        key = f"CAST({_q(m.id)} AS STRING)" if m.id is not None else f"md5(CAST({_q(m.text)} AS STRING))"
+        kinds = _kinds(logs, job)
+        check_field_kinds(job, kinds)
+        key = _as_string(m.id, kinds[m.id]) if m.id is not None else f"md5(CAST({_q(m.text)} AS STRING))"
         h = hash_sql(key)
         keep = "TRUE" if job.sample == 1 else f"(pmod({h}, {int(job.sample)}) = 0)"
-        ts = f"try_cast({_q(m.timestamp)} AS TIMESTAMP)"
+        ts = _timestamp(m.timestamp, kinds[m.timestamp])
+        mixed = [col for _, col in key_fields(m) if kinds[col] == "json"]
         checks = ["count(1)", f"count_if({keep})", f"count_if({keep} AND {_q(m.text)} IS NULL)",
                   f"count_if({keep} AND {ts} IS NULL)",
-                  f"count_if({keep} AND {_q(m.unit)} IS NULL)" if m.unit else "0"]
-        total, sampled, null_text, bad_ts, null_unit = logs.selectExpr(*checks).collect()[0]
+                  f"count_if({keep} AND {_as_string(m.unit, kinds[m.unit])} IS NULL)" if m.unit else "0",
+                  f"count_if({key} IS NULL)" if m.id else "0", *(_mixed_bad(col) for col in mixed)]
+        total, sampled, null_text, bad_ts, null_unit, null_ids, *bad = logs.selectExpr(*checks).collect()[0]
+        check_key_values(job, null_ids, dict(zip(mixed, bad, strict=True)))
         check_sampled_counts(job, null_text, bad_ts, null_unit)
         sel = [f"CAST({_q(m.text)} AS STRING) AS _text", f"{ts} AS _ts", f"{h} AS _h", f"{key} AS _key"]
         if m.slice is not None:
-            sel.append(f"CAST({_q(m.slice)} AS STRING) AS _slice")
-        sel += [f"CAST({_q(g)} AS STRING) AS _g{i}" for i, g in enumerate(m.groups or [])]
+            sel.append(f"{_as_string(m.slice, kinds[m.slice])} AS _slice")
+        sel += [f"{_as_string(g, kinds[g])} AS _g{i}" for i, g in enumerate(m.groups or [])]
         if m.unit is not None:
-            sel.append(f"CAST({_q(m.unit)} AS STRING) AS _unit")
+            sel.append(f"{_as_string(m.unit, kinds[m.unit])} AS _unit")
         base = logs.where(keep).selectExpr(*sel)
         if job.window.kind == "rows":
             base = base.selectExpr("*", "CAST(row_number() OVER (ORDER BY _ts, _key) - 1 AS BIGINT) AS _rank")
@@ -241,24 +331,33 @@ def _aggregate(spark: Any, job: ScanJob) -> Aggregate:
         cells = base.mapInArrow(_cells_in_batches(job), ddl)
         keys = schema.names[:3]
         summed = cells.groupBy(*keys).agg(*[F.sum(c).cast("bigint").alias(c) for c in schema.names[3:]])
-        table = _collect_arrow(summed, schema)
+        table = _collect_arrow(summed)
         examples = _examples(base, job) if job.examples else []
     except errors as exc:
         raise read_error(RuntimeError(_first_line(exc)), job) from exc  # quoted values elided, as DuckDB's
+    finally:
+        restore()
 
     return Aggregate(table=finish(table, job.rubric), rows_read=int(total), rows_sampled=int(sampled), examples=examples)
 
 
-def _collect_arrow(df: Any, schema: Any) -> Any:
-    """A small DataFrame as a pyarrow Table (`toArrow` in Spark 4, the Arrow collector in 3.5)."""
-    import pyarrow as pa
+def _nanos_as_long(spark: Any) -> Any:
+    """Let Spark read nanosecond Parquet timestamps (which it otherwise refuses) as longs; the function that
+    puts the session's setting back."""
+    before = spark.conf.get(NANOS_AS_LONG, None)
+    spark.conf.set(NANOS_AS_LONG, "true")
 
-    if hasattr(df, "toArrow"):
-        table = df.toArrow()
-    else:
-        batches = df._collect_as_arrow()
-        table = pa.Table.from_batches(batches) if batches else schema.empty_table()
-    return table
+    def restore() -> None:
+        if before is None:
+            spark.conf.unset(NANOS_AS_LONG)
+        else:
+            spark.conf.set(NANOS_AS_LONG, before)
+    return restore
+
+
+def _collect_arrow(df: Any) -> Any:
+    """A small DataFrame as a pyarrow Table (Spark 4's `toArrow`; the `spark` extra needs PySpark 4 for VARIANT)."""
+    return df.toArrow()
 
 
 def _examples(base: Any, job: ScanJob) -> list[dict[str, str]]:
@@ -274,7 +373,7 @@ def _examples(base: Any, job: ScanJob) -> list[dict[str, str]]:
         return []
     h, k = firsts[-1]
     below = base.where((F.col("_h") < h) | ((F.col("_h") == h) & (F.col("_key") <= k)))
-    table = _collect_arrow(below, None)
+    table = _collect_arrow(below)
     batch = pa.Table.from_batches(table.to_batches()).combine_chunks().to_batches()[0]
     return example_rows(batch, cells_of_batch(batch, job), job.examples)
 

@@ -15,9 +15,8 @@ import hashlib
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -120,8 +119,7 @@ def _same_data(root: Path, commit: str, rec_rel: str, base: Manifest, head: Mani
     return True
 
 
-@dataclass(frozen=True)
-class Base:
+class Base(NamedTuple):
     """What the head is compared with: a base run's directory, or why there is nothing to compare."""
 
     label: str

@@ -4,7 +4,6 @@ The CLI (`run`) and the Action both build one and call `run_audit`; neither re-p
 other's arguments.
 """
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
@@ -58,7 +57,7 @@ class RunOptions(Frozen):
             raise FairnessError(validation_message(err)) from None
 
     @model_validator(mode="after")
-    def _one_baseline(self) -> RunOptions:
+    def _one_baseline(self) -> "RunOptions":
         if self.baseline_ref is not None and self.baseline is not None:
             raise ValueError("`baseline` and `baseline_ref` exclude each other: compare with a base run or a git revision")
         if self.workspace is not None and self.baseline_ref is None:

@@ -12,10 +12,9 @@ import operator
 import os
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
 import numpy as np
 import pydantic_core
@@ -45,8 +44,7 @@ from fairness.suite._suite import Suite, load_suite
 OUTPUTS = ("results.json", "transcripts.jsonl", "summary.md", "card.yaml", "card.md", "card.html")
 
 
-@dataclass(frozen=True)
-class RunOutputs:
+class RunOutputs(NamedTuple):
     run: FairnessRun
     suite: Suite
     out: Path
@@ -161,8 +159,7 @@ def check_apart(path: str | Path, recordings: Path, flag: str) -> None:
         raise FairnessError(f"{flag} `{path}` is inside the recordings directory `{recordings}`; write outputs elsewhere")
 
 
-@dataclass(frozen=True)
-class Resolved:
+class Resolved(NamedTuple):
     """A run's inputs, resolved and checked before any file is read or any model is loaded."""
 
     suite: Suite

@@ -1,6 +1,5 @@
 """A model's answer to one grid row, as stored on disk: the `Recording` record."""
 
-from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Literal
@@ -30,7 +29,7 @@ class Recording(GridRow):
     @classmethod
     def from_case(
         cls, case: Case, *, key: str, output: str, prompt_tokens: int, completion_tokens: int, finish_reason: FinishReason
-    ) -> Recording:
+    ) -> "Recording":
         """The record of `case`'s answer: grid coordinates copied, output stripped as the suite says."""
         coordinates = {name: getattr(case, name) for name in GridRow.model_fields}
         return cls(

@@ -9,11 +9,9 @@ Records hold no timestamps, so regenerating a grid with the same settings and so
 reproduces the data file byte for byte; only the manifest carries dates.
 """
 
-from __future__ import annotations
 
 import bisect
 import datetime as _dt
-import difflib
 import functools
 import gzip
 import hashlib
@@ -574,6 +572,7 @@ class ReplayProvider:
         if same is not None:
             hint = f"row `{case.row_id}` is recorded under key {same.key[:12]}… with a different prompt, params or seed"
         else:
+            import difflib  # only when a name is wrong, not at every start-up
             near = difflib.get_close_matches(case.row_id, list(rs.by_row), n=1, cutoff=0.0)
             hint = f"nearest recorded row `{near[0]}` (key {rs.by_row[near[0]].key[:12]}…)" if near else "no rows recorded"
         tail = ""

@@ -10,15 +10,14 @@ same numbers.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from fairness.audit._audit import Estimate, FairnessRun
 
 _UNSAFE = re.compile(r'[\x00-\x1f\x7f"`\\]')
 
 
-@dataclass(frozen=True)
-class FamilySeries:
+class FamilySeries(NamedTuple):
     """One family's per-slice estimates of one metric, with the rule that judges it."""
 
     family: str

@@ -6,12 +6,10 @@ the paper rubric's, for callers that audit the paper's suite.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 
-@dataclass(frozen=True)
-class MetricSpec:
+class MetricSpec(NamedTuple):
     name: str
     column: str
     """The per-output score column it averages."""

@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -185,14 +185,13 @@ def _has_border(term: str) -> bool:
     return any(term[:k] == term[-k:] for k in range(1, len(term)))
 
 
-@dataclass(frozen=True)
-class _Owners:
+class _Owners(NamedTuple):
     """What each finder word stands for, as flat arrays: word id w owns the entries
-    `first[w] : first[w] + count[w]` of `cat` (a term list's index, or −1 − r for regex list r's
+    `first[w] : first[w] + owned[w]` of `cat` (a term list's index, or −1 − r for regex list r's
     anchor), `length` (the term's length) and `bordered` (it can overlap itself)."""
 
     first: np.ndarray
-    count: np.ndarray
+    owned: np.ndarray
     cat: np.ndarray
     length: np.ndarray
     bordered: np.ndarray
@@ -286,7 +285,7 @@ def _scan_with(found: Plan | None, corpus: _Corpus) -> Scan | None:
         return None
     finder, own, cats, regex_lists = found
     match_end, word = finder.find(corpus.text)
-    per = own.count[word]
+    per = own.owned[word]
     match = np.repeat(np.arange(len(word)), per)  # one entry per (match, owner), in match order
     k = np.arange(len(match)) - np.repeat(np.cumsum(per) - per, per)
     o = own.first[word][match] + k

@@ -8,9 +8,7 @@ or metric (with the closest name), a cycle between derived flags, a regex that d
 The paper's rubric is one such file (`fairness/score/rubric.yaml`).
 """
 
-from __future__ import annotations
 
-import difflib
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -18,7 +16,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from fairness._util.errors import FairnessError, validation_message
-from fairness._util.models import Frozen
+from fairness._util.models import Frozen, empty_list
 from fairness._util.yaml_io import read_yaml
 
 Match = Literal["substring", "word", "regex"]
@@ -52,7 +50,7 @@ class TermList(Frozen):
     """The words or phrases; for a `regex` list, its Python `re` patterns."""
 
     @model_validator(mode="after")
-    def _check(self) -> TermList:
+    def _check(self) -> "TermList":
         for item in self.terms:
             if not item.strip() or "\x00" in item:
                 raise ValueError(f"`terms` holds an empty (or NUL) entry {item!r}")
@@ -92,7 +90,7 @@ class MetricDef(Frozen):
     """The per-output score column's name in transcripts.jsonl (default: the metric's name)."""
 
     @model_validator(mode="after")
-    def _one_source(self) -> MetricDef:
+    def _one_source(self) -> "MetricDef":
         given = [k for k in ("list", "any_of", "all_of", "builtin", "scorer") if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError("a metric names exactly one source: `list`, `any_of`, `all_of`, `builtin` or `scorer`"
@@ -127,11 +125,11 @@ class RubricSpec(Frozen):
     """Every metric, in report order."""
     scorers: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Scorer plug-ins by name (their keys are the plug-in's; they enter the rubric's hash)."""
-    agreement: list[Any] = Field(default_factory=list)
+    agreement: list[Any] = Field(default_factory=empty_list)
     """Pairs of flag metrics scored two ways, whose agreement is reported (they enter the rubric's hash)."""
 
     @model_validator(mode="after")
-    def _check(self) -> RubricSpec:
+    def _check(self) -> "RubricSpec":
         for name in [*self.lists, *self.metrics]:
             if not re.match(_NAME, name):
                 raise ValueError(f"`{name}` is not a valid name (letters, digits and `_`, not starting with a digit)")
@@ -158,6 +156,7 @@ class RubricSpec(Frozen):
 def _known(metric: str, key: str, name: str, known: dict[str, Any]) -> None:
     if name in known:
         return
+    import difflib  # only when a name is wrong, not at every start-up
     close = difflib.get_close_matches(name, list(known), n=1)
     hint = f"did you mean `{close[0]}`?" if close else ("known: " + ", ".join(known) if known else f"no {key}s are defined")
     what = "metric" if key in ("any_of", "all_of") else key

@@ -4,7 +4,6 @@
 Records join on `row_id`, never on list position.
 """
 
-from __future__ import annotations
 
 from pydantic import Field
 

@@ -1,6 +1,5 @@
 """Declarative decision rules: what the gate checks, written in the suite or a config file."""
 
-from __future__ import annotations
 
 import math
 import operator

@@ -4,7 +4,6 @@ Everything about the grid is resolved here, once, so later stages never re-deriv
 prompts, slices or ids.
 """
 
-from __future__ import annotations
 
 import itertools
 import math
@@ -167,7 +166,7 @@ class Suite(Frozen):
     """The rubric that scores the outputs: a rubric file's path (relative to the suite file, inside its
     directory) or the rubric itself as a mapping; none = the paper's rubric (`fairness/score/rubric.yaml`)."""
 
-    _compiled: Rubric | None = PrivateAttr(default=None)
+    _compiled: "Rubric | None" = PrivateAttr(default=None)
 
     @field_validator("rubric", mode="before")
     @classmethod
@@ -181,7 +180,7 @@ class Suite(Frozen):
         return value
 
     @model_validator(mode="after")
-    def _check(self, info: ValidationInfo) -> Suite:
+    def _check(self, info: ValidationInfo) -> "Suite":
         from fairness.score._compiled import resolve_rubric
 
         _check_grid_size(self)
@@ -194,7 +193,7 @@ class Suite(Frozen):
         return self
 
     @property
-    def compiled_rubric(self) -> Rubric:
+    def compiled_rubric(self) -> "Rubric":
         """The suite's rubric, compiled: its metric catalogue (`.metrics`) and scorer (`.score`)."""
         if self._compiled is None:  # built without validation (`model_construct`): no file to anchor a path
             from fairness.score._compiled import resolve_rubric
