@@ -34,7 +34,7 @@ pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
 from fairness.monitor._duckdb import DuckDBEngine
-from fairness.monitor._spark import CONF, SparkEngine, _java, start_session
+from fairness.monitor._spark import CONF, MALLOC_ENV, SparkEngine, _java, start_session
 
 if _java() is None:
     pytest.skip("no Java runtime (JAVA_HOME or `java` on PATH): the Spark engine cannot start", allow_module_level=True)
@@ -185,6 +185,44 @@ def test_spark_master_reaches_the_engine_and_only_spark_takes_it(logs, tmp_path,
                  "--spark-master", "local[1]"])
     assert code == 2
     assert capsys.readouterr().err.startswith("error: monitor: --spark-master is for --engine spark")
+
+
+def test_workers_fork_from_the_monitor_daemon_that_imported_the_scoring_code(spark):
+    """The workers share the daemon's imported pages (objects frozen before the fork are inherited frozen)."""
+
+    def probe(batches):  # in a Python worker: the module its parent (the daemon) runs, and the objects frozen
+        import gc
+        import os
+        from pathlib import Path
+
+        import pyarrow as pa
+
+        argv = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().decode().split("\0")
+        for _ in batches:
+            yield pa.RecordBatch.from_pydict({"daemon": [argv[argv.index("-m") + 1]], "frozen": [gc.get_freeze_count()]})
+
+    rows = spark.range(1).mapInArrow(probe, "daemon string, frozen bigint").collect()
+    assert [r.daemon for r in rows] == ["fairness.monitor._spark_daemon"]
+    assert all(r.frozen > 10_000 for r in rows)
+
+
+def test_the_daemon_imports_the_scoring_code_and_stays_one_thread_to_fork_safely():
+    """In the environment the session gives it, the daemon has imported the scoring code and has no other thread."""
+    code = ("import gc, os, sys; from fairness.monitor._spark_daemon import preload; preload(); "
+            "print(len(os.listdir('/proc/self/task')), all(m in sys.modules for m in "
+            "('pyarrow', 'pandas', 'numpy', 'pyspark.worker', 'fairness.monitor._engine')), gc.get_freeze_count() > 10_000)")
+    given = {k.removeprefix("spark.executorEnv."): v for k, v in CONF.items() if k.startswith("spark.executorEnv.")}
+    env = {**os.environ, **given,
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", code], check=True, env=env, capture_output=True, text=True, timeout=120)
+    assert done.stdout == "1 True True\n"
+
+
+def test_the_jvm_gets_the_allocator_settings_and_this_process_keeps_its_environment(spark):
+    jvm = spark.sparkContext._gateway.proc.pid
+    env = dict(e.split("=", 1) for e in Path(f"/proc/{jvm}/environ").read_bytes().decode().split("\0") if "=" in e)
+    assert {k: env.get(k) for k in MALLOC_ENV} == {"MALLOC_ARENA_MAX": "2", "MALLOC_MMAP_THRESHOLD_": "131072"}
+    assert [k for k in MALLOC_ENV if k in os.environ] == []
 
 
 # -- issue 22: values an engine could spell differently, nanosecond timestamps, glob characters in names -----
