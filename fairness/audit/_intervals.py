@@ -358,18 +358,26 @@ def slice_corrs(cc: CellCounts) -> np.ndarray:
     """(S × S) `cluster_corr` of every pair of slices' estimates, computed once for all pairs: every
     pair's products of residuals in one (S × S × C) array, each pair's summed along its own contiguous
     row, so each figure is bit-for-bit the pairwise one."""
-    st, nt = np.ascontiguousarray(cc.sums.T), np.ascontiguousarray(cc.counts.T)
-    tot_s, tot_n = st.sum(axis=1), nt.sum(axis=1)
+    return slice_corrs_many(cc.sums[:, :, None], cc.counts)[0]
+
+
+def slice_corrs_many(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """(G × S × S) `slice_corrs` of G metrics at once from their sums (C × S × G) and the shared row
+    counts (C × S): the same elementwise operations, and each sum over cells along its own contiguous
+    row of C, as for one metric, so every figure is the same to the bit (a scope's metrics in one
+    call instead of ~12 numpy calls each)."""
+    st, nt = np.ascontiguousarray(sums.transpose(2, 1, 0)), np.ascontiguousarray(counts.T)  # G × S × C, S × C
+    tot_s, tot_n = st.sum(axis=2), nt.sum(axis=1)
     ok = tot_n > 0
     with np.errstate(invalid="ignore", divide="ignore"):
-        resid = st - nt * tot_s[:, None] / np.where(ok, tot_n, 1.0)[:, None]
-    var = (resid**2).sum(axis=1)
-    ok &= var > 0
+        resid = st - nt * tot_s[:, :, None] / np.where(ok, tot_n, 1.0)[:, None]
+    var = (resid**2).sum(axis=2)
+    ok = ok & (var > 0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        r = (resid[:, None, :] * resid[None, :, :]).sum(axis=2) / np.sqrt(np.outer(var, var))
-    above = np.triu(np.ones(r.shape, dtype=bool), k=1)
-    r = np.where(above & ok[:, None] & ok[None, :], r, 0.0)  # each pair once, as i < j …
-    return np.where(above, r, r.T)  # … and mirrored
+        r = (resid[:, :, None, :] * resid[:, None, :, :]).sum(axis=3) / np.sqrt(var[:, :, None] * var[:, None, :])
+    above = np.triu(np.ones(r.shape[1:], dtype=bool), k=1)
+    r = np.where(above & ok[:, :, None] & ok[:, None, :], r, 0.0)  # each pair once, as i < j …
+    return np.where(above, r, r.transpose(0, 2, 1))  # … and mirrored
 
 
 def pair_difference(sb: SliceBounds, i: int, j: int, tail: float,

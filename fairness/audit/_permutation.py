@@ -130,15 +130,16 @@ def _inverse(cdf: np.ndarray, guide: np.ndarray, start: np.ndarray, length: np.n
     """(flat) index of the first outcome whose CDF exceeds u, of each draw's distribution (its
     `start` and `length` in `cdf`, broadcast against `u`): an exact inverse-CDF draw. The guide
     table gives a start at or below it in O(1)."""
-    j = guide[start + np.minimum((u * length).astype(np.int64), length - 1)].ravel()
+    # (`take` gathers as indexing does, a little faster on these ~10⁵-element index arrays)
+    j = guide.take(start + np.minimum((u * length).astype(np.int64), length - 1)).ravel()
     flat = u.ravel()
     # walk up to the first outcome whose CDF exceeds u (about one step on average) …
-    act = np.flatnonzero(cdf[j] <= flat)
+    act = np.flatnonzero(cdf.take(j) <= flat)
     for _ in range(4):
         if not act.size:
             break
         j[act] += 1
-        act = act[cdf[j[act]] <= flat[act]]
+        act = act[cdf.take(j[act]) <= flat[act]]
     if act.size:  # … and bisect the few left (u in a long run of tiny probabilities)
         lo, hi = j[act], np.broadcast_to(start + length - 1, u.shape).ravel()[act]
         uu = flat[act]
@@ -229,11 +230,11 @@ class _Hyper:
     def draw(self, good: np.ndarray, bad: np.ndarray, sample: np.ndarray, u: np.ndarray) -> np.ndarray:
         """Hypergeometric draws (shape of `u`) by inverse CDF, one uniform each."""
         key = (((good - self.g0) * self.bw + (bad - self.b0)) * self.nw + sample).ravel()
-        t = self.index[key]
+        t = self.index.take(key)
         if t.min() < 0:
             self._build(unique(key[t < 0]))
-            t = self.index[key]
-        return self.value[_inverse(self.cdf, self.guide, self.start[t], self.length[t], u.ravel())].reshape(u.shape)
+            t = self.index.take(key)
+        return self.value.take(_inverse(self.cdf, self.guide, self.start.take(t), self.length.take(t), u.ravel())).reshape(u.shape)
 
     def _build(self, key: np.ndarray) -> None:
         n = key % self.nw
@@ -441,13 +442,13 @@ def _deal(plan: _Plan, streams: _Streams, p: int) -> np.ndarray:
         hits: np.ndarray | None = None
         if st.table is not None and st.packed is not None:
             j = st.table.draw(streams.random((st.cells.size,)))
-            tot = np.add.reduceat(st.packed[j], st.starts, axis=0)
+            tot = np.add.reduceat(st.packed.take(j), st.starts, axis=0)
             sums = (tot >> (st.bits * np.arange(S))[:, None, None]) & ((1 << st.bits) - 1)
             if st.leaves_room:
-                hits = st.table.hits[:, j]
+                hits = st.table.hits.take(j, axis=1)
         else:
             if st.table is not None:
-                dealt = st.table.hits[:, st.table.draw(streams.random((st.cells.size,)))]
+                dealt = st.table.hits.take(st.table.draw(streams.random((st.cells.size,))), axis=1)
             else:
                 left = full(st.cells) if room is None else room if every else room[:, st.cells]
                 K = plan.K[st.cells, st.value]

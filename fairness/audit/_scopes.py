@@ -19,14 +19,13 @@ import numpy as np
 
 from fairness.audit._cells import CellTable
 from fairness.audit._intervals import (
-    CellCounts,
     Interval,
     design_effects_all,
     gap_from_bounds,
     gap_pairs,
     lower,
     sidak,
-    slice_corrs,
+    slice_corrs_many,
     upper,
 )
 from fairness.audit._metrics import Scope, slice_gap
@@ -114,6 +113,7 @@ def scope_results(cells: CellTable, scope: Scope, slices: list[str], specs: Sequ
     shown = [not hidden and (n_s[i] >= min_n or options.allow_small_samples) for i in range(S)]
     with_ci = want_ci and not hidden
     half = options.alpha / 2
+    values_l = values.T.tolist()  # per metric, its slices' values
 
     slice_ci: list[tuple[list, list, list] | None] = [None] * M  # per metric: lows, highs, design effects
     worst_ci: list[Interval | None] = [None] * M
@@ -136,19 +136,24 @@ def scope_results(cells: CellTable, scope: Scope, slices: list[str], specs: Sequ
                 t_low = half / (2 * len(pairs))
                 at_low = [a.T.tolist() for a in (b.lo(t_low), b.hi(t_low), b.lo(t_low, deff1=True), b.hi(t_low, deff1=True))]
                 at_high = [a.T.tolist() for a in (lo, hi, b.lo(half, deff1=True), b.hi(half, deff1=True))]
+                corrs = slice_corrs_many(Tg, N).tolist()
+            if k:  # per metric, the live slices' extremes (min and max are exact: one reduction per group)
+                lo_min, hik_min = lo[live].min(axis=0).tolist(), hi_k[live].min(axis=0).tolist()
+                lok_max, hi_max = lo_k[live].max(axis=0).tolist(), hi[live].max(axis=0).tolist()
+            lo_r, hi_r, deff_r = (_nums(a.T.ravel()) for a in (lo, hi, b.deff))  # metric by metric, S each
             for j, m in enumerate(group):
-                slice_ci[m] = (_nums(lo[:, j]), _nums(hi[:, j]), _nums(b.deff[:, j]))  # round is idempotent: one rounding
+                s_j = slice(j * S, (j + 1) * S)
+                slice_ci[m] = (lo_r[s_j], hi_r[s_j], deff_r[s_j])  # round is idempotent: one rounding
                 if not k:
                     worst_ci[m] = Interval(math.nan, math.nan, "korn-graubard-simultaneous")
                 elif worst_kind(specs[m]) == "min":
-                    worst_ci[m] = Interval(float(np.min(lo[live, j])), float(np.min(hi_k[live, j])), "korn-graubard-simultaneous-min")
+                    worst_ci[m] = Interval(lo_min[j], hik_min[j], "korn-graubard-simultaneous-min")
                 else:
-                    worst_ci[m] = Interval(float(np.max(lo_k[live, j])), float(np.max(hi[live, j])), "korn-graubard-simultaneous-max")
+                    worst_ci[m] = Interval(lok_max[j], hi_max[j], "korn-graubard-simultaneous-max")
                 if at_low is None or at_high is None:
                     gap_ci[m] = Interval(math.nan, math.nan, "paired-newcombe-simultaneous")
                 else:
-                    corr = slice_corrs(CellCounts(T[:, :, m], N, kind)).tolist()
-                    gap_ci[m] = gap_from_bounds(values[:, m].tolist(), pairs, [a[j] for a in at_low], [a[j] for a in at_high], corr)
+                    gap_ci[m] = gap_from_bounds(values_l[m], pairs, [a[j] for a in at_low], [a[j] for a in at_high], corrs[j])
         if want_ci and min_cells >= 2:  # all slices together, one cluster per template cell
             Tp = np.ascontiguousarray(Tg.transpose(0, 2, 1)).sum(axis=2)[:, None, :]
             Np = N.sum(axis=1, keepdims=True)
@@ -166,10 +171,12 @@ def scope_results(cells: CellTable, scope: Scope, slices: list[str], specs: Sequ
     lo_at = np.where(missing, np.inf, values.T).argmin(axis=1).tolist()
     none_at = missing.all(axis=1).tolist()
     ns, ncs = [int(x) for x in n_s.tolist()], [int(x) for x in n_cells.tolist()]
+    values_r = _nums(values.T.ravel())  # metric by metric, S each
+    finite, zero, ceiling = (np.isfinite(values).all(axis=0).tolist(), (values == 0).all(axis=0).tolist(),
+                             (values >= CEILING).all(axis=0).tolist())
     out = []
     for m, spec in enumerate(specs):
-        v = values[:, m]
-        vs = _nums(v)
+        vs = values_r[m * S:(m + 1) * S]
         sci = slice_ci[m]
         by_slice = {
             sl: {
@@ -195,10 +202,10 @@ def scope_results(cells: CellTable, scope: Scope, slices: list[str], specs: Sequ
             notes.append("underpowered" + (" (shown, not judged: --allow-small-samples)" if options.allow_small_samples else ""))
         if min_cells < 2:
             notes.append("a slice's rows come from a single template cell: no design effect, no interval")
-        if spec.kind == "rate" and scope.depth <= 1 and np.all(np.isfinite(v)):
-            if np.all(v == 0):
+        if spec.kind == "rate" and scope.depth <= 1 and finite[m]:
+            if zero[m]:
                 notes.append("lexical ceiling: the flag never fires in any slice (0%); no disparity can be measured")
-            elif np.all(v >= CEILING):
+            elif ceiling[m]:
                 notes.append(f"lexical ceiling: the flag fires in ≥{CEILING:.0%} of outputs in every slice")
         if sci is not None and not live.all():
             notes.append("a slice has no rows in this scope: worst slice and gap are over the others")

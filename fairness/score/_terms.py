@@ -101,21 +101,21 @@ class TermFinder:
             at = np.flatnonzero(self._used.take(slot))
             hits.append((at + lo, slot[at]))
         pos = np.concatenate([p for p, _ in hits]) if hits else np.zeros(0, dtype=np.int64)
-        group = self._slot[np.concatenate([s for _, s in hits])] if hits else np.zeros(0, dtype=np.int32)
-        own = quad[pos] == self._prefix[group]  # the slot's own prefix, not a collision
+        group = self._slot.take(np.concatenate([s for _, s in hits])) if hits else np.zeros(0, dtype=np.int32)
+        own = quad[pos] == self._prefix.take(group)  # the slot's own prefix, not a collision
         pos, group = pos[own], group[own]
-        per = self._count[group]
+        per = self._count.take(group)
         pos = np.repeat(pos, per)  # one entry per (position, word of its prefix)
         k = np.arange(len(pos)) - np.repeat(np.cumsum(per) - per, per)
-        word = self._member[np.repeat(self._first[group], per) + k]
+        word = self._member.take(np.repeat(self._first.take(group), per) + k)
         octet = _strided(raw, "<u8", n + self._pad - 8)
         ok = np.ones(len(pos), dtype=bool)
         for part in range(self._parts):
-            longer = np.flatnonzero(ok & (self._length[word] > 4 + 8 * part))
+            longer = np.flatnonzero(ok & (self._length.take(word) > 4 + 8 * part))
             if not len(longer):
                 break
             w = word[longer]
             ok[longer] = (octet[pos[longer] + 4 + 8 * part] & self._mask[part, w]) == self._rest[part, w]
-        end, word = pos[ok] + self._length[word[ok]] - 1, word[ok]
+        end, word = pos[ok] + self._length.take(word[ok]) - 1, word[ok]
         order = np.argsort(end, kind="stable")
         return end[order], word[order]

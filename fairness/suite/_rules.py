@@ -62,14 +62,14 @@ def metric_problem(metric: str, metrics: Mapping[str, Any] | None = None) -> str
     """Why `metric` cannot be a rule's metric — not in the rubric's catalogue `metrics` (default: the
     paper rubric's), with the closest name — or None. The one check behind a suite's rules and rules a
     library caller passes in `AuditOptions`."""
-    import difflib
-
     if metrics is None:
         from fairness.score._catalog import METRICS  # local: the catalog is data, suites stay light
 
         metrics = METRICS
     if metric in metrics:
         return None
+    import difflib  # only when a name is wrong, not at every start-up
+
     close = difflib.get_close_matches(metric, list(metrics), n=1)
     return f"unknown metric `{metric}` ({f'did you mean `{close[0]}`?' if close else 'known: ' + ', '.join(metrics)})"
 
