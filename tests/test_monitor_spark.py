@@ -163,13 +163,15 @@ def test_unreadable_logs_are_exit_2_one_line(spark, tmp_path, capsys):
     ("java", "error: the Spark engine needs a Java runtime (17 or 21, e.g. apt-get install openjdk-17-jre-headless): "
              "set JAVA_HOME or put `java` on PATH\n"),
     ("pyspark", "error: the Spark engine needs PySpark and a Java runtime: pip install 'llm-fairness-check[spark]'\n"),
+    ("pandas", "error: the Spark engine needs pandas (PySpark's Arrow UDFs require it): "
+               "pip install 'llm-fairness-check[spark]'\n"),
 ])
-def test_missing_java_or_pyspark_is_exit_2_saying_what_to_install(logs, tmp_path, hide, message):
+def test_missing_java_pyspark_or_pandas_is_exit_2_saying_what_to_install(logs, tmp_path, hide, message):
     root, _ = logs
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not Path(p, "java").exists())
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[1]), env.get("PYTHONPATH", "")])
-    hider = "import sys; sys.modules['pyspark'] = None; " if hide == "pyspark" else ""
+    hider = f"import sys; sys.modules[{hide!r}] = None; " if hide != "java" else ""
     code = (f"{hider}from fairness.cli import main; raise SystemExit(main(['monitor', {str(root / 'jsonl')!r}, "
             f"'--mapping', {str(root / 'unit.yaml')!r}, '--out', {str(tmp_path / 'out')!r}, '--engine', 'spark']))")
     done = subprocess.run([sys.executable, "-c", code], check=False, env=env, capture_output=True, text=True, timeout=120)

@@ -14,6 +14,7 @@ line. A session already active in the process (a test's, a notebook's) is used a
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -133,6 +134,8 @@ class SparkEngine:
             from pyspark.sql import SparkSession
         except ImportError:
             raise FairnessError(f"the Spark engine needs PySpark and a Java runtime: {INSTALL}") from None
+        if importlib.util.find_spec("pandas") is None:  # mapInArrow runs through PySpark's pandas UDFs
+            raise FairnessError(f"the Spark engine needs pandas (PySpark's Arrow UDFs require it): {INSTALL}")
         active = self.session or SparkSession.getActiveSession()
         if active is not None:
             return active, lambda: None
