@@ -342,3 +342,22 @@ def test_both_read_a_quoted_empty_csv_cell_as_missing(spark, tmp_path, capsys):
     _, err, data = both(tmp_path / "logs", GROUP_MAPPING, tmp_path, capsys)
     assert err == "" and data is not None
     assert slice_counts(data) == {"(missing)": 2, " TRUE": 1, "0x1F": 1}
+
+
+def test_spark_refuses_a_file_name_with_a_colon_naming_it_and_duckdb_reads_it(spark, tmp_path, capsys):
+    """Timestamps in log file names (`app-2026-12-01T00:00:00.jsonl`) are common; Hadoop lists such a file
+    but cannot open it, so the Spark engine names it before it starts and DuckDB reads it."""
+    records, _, _ = make_records(users_per_slice=3)
+    write_logs(tmp_path / "logs", records, "jsonl")
+    for i, f in enumerate(sorted((tmp_path / "logs").iterdir())):
+        f.rename(f.with_name(f"app-2026-12-01T00:00:0{i}.jsonl"))
+    (tmp_path / "m.yaml").write_text(MAPPING, encoding="utf-8")
+    args = [str(tmp_path / "logs"), "--mapping", str(tmp_path / "m.yaml"), "--quiet"]
+    assert main(["monitor", *args, "--out", str(tmp_path / "spark"), "--engine", "spark"]) == 2
+    first = tmp_path / "logs" / "app-2026-12-01T00:00:00.jsonl"
+    assert capsys.readouterr().err == (f"error: the Spark engine cannot read `{first}`: Hadoop paths cannot hold ':'; "
+                                       "rename the file or use --engine duckdb\n")
+    assert not (tmp_path / "spark").exists()
+    assert main(["monitor", *args, "--out", str(tmp_path / "duckdb")]) == 4
+    source = json.loads((tmp_path / "duckdb" / "monitor.json").read_text())["source"]
+    assert (source["files"], source["rows_read"]) == (2, len(records))

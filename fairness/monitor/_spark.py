@@ -120,6 +120,10 @@ class SparkEngine:
         self.session = session
 
     def aggregate(self, job: ScanJob) -> Aggregate:
+        colon = next((f for f in job.files if ":" in f), None)
+        if colon is not None:  # Hadoop lists such a file but fails to open it (HADOOP-3257)
+            raise FairnessError(f"the Spark engine cannot read `{colon}`: Hadoop paths cannot hold ':'; "
+                                "rename the file or use --engine duckdb")
         with warnings.catch_warnings():  # PySpark's notes on the pandas version: not the user's concern
             warnings.simplefilter("ignore", FutureWarning)
             spark, stop = self._session()
