@@ -85,7 +85,7 @@ def test_no_container_toolkit(bindir):
            f"install it and run 'sudo nvidia-ctk runtime configure --runtime=docker' ({TOOLKIT_URL})\n")
     stand_in(bindir, "nvidia-ctk", 'echo "NVIDIA Container Toolkit CLI version 1.17.8"')
     stand_in(bindir, "llm-fairness-check", "exit 0")
-    proc = check(bindir)
+    proc = check(bindir, "--min-free-gib", "0")  # the disk check has its own test; this machine's free space is not this one's
     assert proc.returncode == 0 and "check-runner: NVIDIA Container Toolkit CLI version 1.17.8\n" in proc.stdout
 
 
