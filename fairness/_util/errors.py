@@ -7,7 +7,8 @@ anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import typing
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -107,6 +108,21 @@ def validation_message(err: ValidationError, source: str = "", model: Any = None
     if msg.startswith("Value error, "):
         return _prefix(source, f"{msg[len('Value error, '):]}")
     return _prefix(source, f"`{where}`: {msg}" if where else msg)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def jsonl_models(text: str, model: type[M], path: object) -> Iterator[tuple[int, M]]:
+    """Each non-blank line of a JSONL file as `model`, with its line number; a bad line is one
+    `FairnessError` naming the file and line (the shared shape of every JSONL store's reader)."""
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield lineno, model.model_validate_json(line)
+        except ValidationError as err:
+            raise FairnessError(validation_message(err, f"`{path}` line {lineno}", model)) from None
 
 
 def _prefix(source: str, text: str) -> str:

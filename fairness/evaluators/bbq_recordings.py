@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from fairness._util.canonical import sha256_file
-from fairness._util.errors import FairnessError, validation_message
+from fairness._util.errors import FairnessError, jsonl_models, validation_message
 from fairness._util.files import MAX_RECORDS_BYTES, loads_json, read_text_capped, write_atomic
 from fairness._util.models import Frozen
 from fairness.evaluators.bbq import PROMPT_VERSION, BbqItem, bbq_prompt, load_bbq
@@ -189,13 +189,7 @@ def replay_bbq(directory: str | Path, items_path: str | Path) -> tuple[list[BbqI
     for f in manifest.files:
         data_path = directory / f.path
         text = read_text_capped(data_path, MAX_RECORDS_BYTES, "BBQ data file")
-        for lineno, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = BbqRecord.model_validate_json(line)
-            except ValidationError as err:
-                raise FairnessError(validation_message(err, f"`{data_path}` line {lineno}", BbqRecord)) from None
+        for _, rec in jsonl_models(text, BbqRecord, data_path):
             by_key[rec.key] = rec
     outputs = []
     for item in items:

@@ -31,7 +31,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from fairness._util.canonical import canonical_json, sha256_file, sha256_text
-from fairness._util.errors import FairnessError, validation_message
+from fairness._util.errors import FairnessError, jsonl_models, validation_message
 from fairness._util.files import MAX_RECORDS_BYTES, decode_utf8, read_bytes_capped, write_atomic
 from fairness._util.io import load_json
 from fairness._util.models import Strict
@@ -146,13 +146,7 @@ def read_score_lines(path: Path) -> dict[str, ScoreLine]:
     """The scores file's lines by key; a malformed or repeated line names its line number."""
     text = decode_utf8(read_bytes_capped(path, MAX_RECORDS_BYTES, "scores file"), f"scores file `{path}`")
     out: dict[str, ScoreLine] = {}
-    for i, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = ScoreLine.model_validate_json(line)
-        except ValidationError as err:
-            raise FairnessError(validation_message(err, f"`{path}` line {i}", ScoreLine)) from None
+    for i, rec in jsonl_models(text, ScoreLine, path):
         if rec.key in out:
             raise FairnessError(f"`{path}` line {i} repeats key {rec.key[:12]}…")
         if rec.valid != (rec.value is not None):
