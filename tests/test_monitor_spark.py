@@ -208,6 +208,29 @@ def test_workers_fork_from_the_monitor_daemon_that_imported_the_scoring_code(spa
     assert all(r.frozen > 10_000 for r in rows)
 
 
+def test_a_worker_finds_the_session_files_directory_on_its_path_and_keeps_the_daemons_zip_directory(spark):
+    """PySpark's worker adds the session's files directory to sys.path and, if that changed it, invalidates the
+    import caches: on Python 3.11 each zipimporter into pyspark.zip then reads the archive's directory again
+    (~14 MB per worker). The daemon put the directory there first, so every importer still shares one copy."""
+
+    def probe(batches):
+        import sys
+        import zipimport
+
+        import pyarrow as pa
+        from pyspark import SparkFiles
+
+        zips = [imp for imp in sys.path_importer_cache.values()
+                if isinstance(imp, zipimport.zipimporter) and imp.archive.endswith("pyspark.zip")]
+        for _ in batches:
+            yield pa.RecordBatch.from_pydict({"on_path": [sys.path.count(SparkFiles.getRootDirectory())],
+                                              "importers": [len(zips)], "directories": [len({id(i._files) for i in zips})]})
+
+    rows = spark.range(1).mapInArrow(probe, "on_path bigint, importers bigint, directories bigint").collect()
+    assert [(r.on_path, r.directories) for r in rows] == [(1, 1)]
+    assert all(r.importers > 10 for r in rows)
+
+
 def test_the_daemon_imports_the_scoring_code_and_stays_one_thread_to_fork_safely():
     """In the environment the session gives it, the daemon has imported the scoring code and has no other thread."""
     code = ("import gc, os, sys; from fairness.monitor._spark_daemon import preload; preload(); "

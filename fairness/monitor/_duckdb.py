@@ -177,6 +177,8 @@ class DuckDBEngine:
         check_sampled_counts(job, null_text, bad_ts, null_unit)
         if job.window.kind == "rows":
             base = f"SELECT *, row_number() OVER (ORDER BY _ts, _key) - 1 AS _rank FROM ({base})"
+        if not job.examples:  # the hash and key only order the examples: unread, they are never computed
+            base = f"SELECT * EXCLUDE (_h, _key) FROM ({base})"
         reader = _arrow_reader(con.sql(base))
         best: list[tuple[int, str, str, str, str]] = []
 

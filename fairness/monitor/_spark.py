@@ -42,17 +42,19 @@ from fairness.monitor._engine import (
     finish,
     key_fields,
 )
+from fairness.monitor._spark_daemon import FILES_DIR_ENV
 
 DEFAULT_MASTER = "local[2]"
 INSTALL = "pip install 'llm-fairness-check[spark]'"
 JAVA_OPTIONS = (
-    "-XX:+UseSerialGC", "-XX:MaxHeapFreeRatio=20", "-XX:MinHeapFreeRatio=5", "-XX:MaxNewSize=32m", "-Xms16m",
+    "-XX:+UseSerialGC", "-XX:MaxHeapFreeRatio=20", "-XX:MinHeapFreeRatio=5", "-XX:MaxNewSize=8m", "-Xms16m",
     "-XX:ReservedCodeCacheSize=64m", "-XX:MaxDirectMemorySize=128m", "-Djdk.nio.maxCachedBufferSize=262144",
     "-Xss512k", "-Duser.timezone=UTC",
 )
 """The driver JVM (measured on 1,000,000 Parquet rows, peak of the JVM's RSS and its native memory tracking):
 the serial collector, whose old generation grows only to what a full collection leaves live (G1 kept
-~50 MB of its own bookkeeping and a larger heap: ~800 → ~680 MB); a 32 MB young generation; small
+~50 MB of its own bookkeeping and a larger heap: ~800 → ~680 MB); an 8 MB young generation (32 MB:
+the JVM's peak ~40 MB higher, 1,000,000 rows, three runs each); small
 code and direct-memory caps; and no per-thread cache of direct buffers above 256 KB (the JDK keeps a
 temporary direct copy of each large socket write to the Python workers: ~100 → ~23 MB). The client
 compiler alone (-XX:TieredStopAtLevel=1) saved ~50 MB but halved the scan's speed (no md5 intrinsic),
@@ -69,6 +71,7 @@ CONF = {
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.session.timeZone": "UTC",
     "spark.driver.memory": "512m",
+    "spark.memory.fraction": "0.2",
     "spark.driver.extraJavaOptions": " ".join(JAVA_OPTIONS),
     "spark.sql.parquet.columnarReaderBatchSize": "1024",
     "spark.sql.execution.arrow.maxRecordsPerBatch": "1024",
@@ -80,7 +83,9 @@ CONF = {
     "spark.executorEnv.JE_ARROW_MALLOC_CONF": "background_thread:false",
 }
 """Session settings: no UI or progress bar, few shuffle partitions for a small aggregate, UTC. Memory
-(benchmarks/bench_monitor.py, the whole process tree): Spark's smallest driver heap, 1,024-row
+(benchmarks/bench_monitor.py, the whole process tree): Spark's smallest driver heap, a fifth of what
+is left of it above Spark's 300 MB reserve for execution (the default 0.6 lets each task's partial
+aggregate grow to ~30 MB of live heap before it spills: the JVM's peak ~30 MB higher, three runs each), 1,024-row
 Parquet and Arrow batches, the system allocator in the Python workers, and workers forked per task
 from a daemon that imported the scoring code first (`_spark_daemon`): they share its pages, and none
 outlives its task (a worker kept for reuse holds its scoring scratch until the session ends); the
@@ -152,7 +157,7 @@ class SparkEngine:
 def start_session(master: str, conf: dict[str, str]) -> tuple[Any, Any]:
     """A new SparkSession whose JVM writes to a temporary log file, and the function that stops it."""
     from py4j.protocol import Py4JError
-    from pyspark import SparkConf, SparkContext
+    from pyspark import SparkConf, SparkContext, SparkFiles
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
@@ -175,6 +180,7 @@ def start_session(master: str, conf: dict[str, str]) -> tuple[Any, Any]:
         raise FairnessError(f"Spark did not start ({(said or [str(exc)])[-1].strip()})") from None
     sc.setLogLevel("ERROR")
     sc.pythonExec = os.environ.get("PYSPARK_PYTHON", sys.executable)  # workers run this Python, with its packages
+    sc.environment[FILES_DIR_ENV] = SparkFiles.getRootDirectory()  # the Python daemon's (`_spark_daemon.preload`)
     spark = SparkSession(sc)
 
     def stop() -> None:
@@ -284,6 +290,13 @@ def _timestamp(col: str, kind: str) -> str:
     return f"timestamp_micros(({_q(col)} - pmod({_q(col)}, 1000)) div 1000)"
 
 
+def scored_columns(columns: list[str]) -> list[str]:
+    """The columns `cells_of_batch` reads. mapInArrow hands its function every column of its input, and
+    Spark cannot tell which the function reads: the sampling hash (an md5 per record) and the key are
+    the examples' and the row windows' order only, so they are dropped before the records go to Python."""
+    return [c for c in columns if c not in ("_h", "_key")]
+
+
 def _cells_in_batches(job: ScanJob) -> Any:
     """The `mapInArrow` function: each batch's `cells_of_batch` rows summed per (window, slice, unit)."""
     names = agg_schema(job.rubric).names
@@ -335,7 +348,7 @@ def _aggregate(spark: Any, job: ScanJob) -> Aggregate:
             base = base.selectExpr("*", "CAST(row_number() OVER (ORDER BY _ts, _key) - 1 AS BIGINT) AS _rank")
         schema = agg_schema(job.rubric)
         ddl = ", ".join(f"`{f.name}` {'string' if f.name in ('window', 'slice', 'unit') else 'bigint'}" for f in schema)
-        cells = base.mapInArrow(_cells_in_batches(job), ddl)
+        cells = base.select(*scored_columns(base.columns)).mapInArrow(_cells_in_batches(job), ddl)
         keys = schema.names[:3]
         summed = cells.groupBy(*keys).agg(*[F.sum(c).cast("bigint").alias(c) for c in schema.names[3:]])
         table = _collect_arrow(summed)
