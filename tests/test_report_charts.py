@@ -114,3 +114,13 @@ def test_chart_title_keeps_family_and_state_when_the_name_is_cut(paper):
     page = card_html(paper.run.model_copy(update={"families": fams}), paper.suite)
     assert re.findall(r'<text x="4" y="18"[^>]*>(F1 [^<]*)</text>', page) == [f"F1 ({'x' * 30}…): {fams[0].state}"]
     assert f'aria-label="F1 ({"x" * 200}): {fams[0].state}"' in page
+
+
+@pytest.mark.parametrize("text", ["", "plain", "a & b < c > d \"q\" 'r'", "&amp; already", "<<&&>>", "é — ≥ 😀", "''\"\""])
+@pytest.mark.parametrize("quote", [True, False])
+def test_card_html_escapes_as_html_escape_does(text, quote):
+    import html
+
+    from fairness.report._html import escape
+
+    assert escape(text, quote) == html.escape(text, quote)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import re
-from html import escape
 
 from fairness.audit._audit import FairnessRun
 from fairness.report._charts import FamilySeries, deciding_metric, family_series
@@ -60,6 +59,15 @@ _VALUE_DX = 9
 _HALF = 8
 """Half the height of an 11 px label's box, with a margin (px)."""
 _PAD = 4
+
+
+def escape(s: str, quote: bool = True) -> str:
+    """`html.escape`, the same replacements in the same order: `import html` loads `html.entities`
+    (~2,200 named references, for `unescape`), ~7 M instructions of every run for five replaces."""
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    if quote:
+        s = s.replace('"', "&quot;").replace("'", "&#x27;")
+    return s
 
 
 def _inline_md(text: str) -> str:
