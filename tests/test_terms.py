@@ -69,3 +69,19 @@ def test_an_anchor_is_cut_before_its_first_character_the_finder_cannot_take():
     assert searchable_prefix("i can’t") == "i can"
     assert searchable_prefix("why?") == "why"
     assert searchable_prefix("plain") == "plain"
+
+
+def test_the_callers_latin1_bytes_find_what_the_text_does():
+    from fairness.score._rubric import _Corpus
+
+    finder = TermFinder(WORDS)
+    rng = random.Random(11)
+    for _ in range(200):
+        texts = ["".join(rng.choice(PIECES) for _ in range(rng.randrange(20))) for _ in range(rng.randrange(6))]
+        corpus = _Corpus(texts)
+        assert "\x00".join(t.replace("\x00", " ") for t in texts) == corpus.text  # an output's own NUL blanked
+        assert corpus.latin1 == corpus.text.encode("latin-1", "replace")
+        got, want = finder.find(corpus.text, corpus.latin1), finder.find(corpus.text)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    with pytest.raises(ValueError, match="one byte a character"):
+        finder.find("abc😀", "abc😀".encode())
