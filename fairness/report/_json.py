@@ -1,0 +1,177 @@
+"""results.json's `metrics` written straight from the models, as `json.dumps` writes their dump.
+
+The metrics are ~97% of results.json (14 metrics × ~75 scopes × ~7 estimates, ~900 KB):
+`model_dump(mode="json")` builds ~10⁵ dict entries and `json.dumps` walks them again, encoding
+every key each time; together ~0.2 G instructions, the largest single step after the audit.
+Here each `Estimate` is one `%` format of its fields (the keys are in the format), each float's
+`repr` (what `json.dumps` writes for a finite float) is made once per distinct value, and
+strings go through `json.dumps`'s own encoder (`encode_basestring`, as `ensure_ascii=False`
+uses).
+
+The text is `json.dumps(model.model_dump(mode="json"), ensure_ascii=False, allow_nan=False,
+separators=(",", ":"))` byte for byte. Only the field types the models declare take the short
+way (exactly `float`, `int`, `str`, `bool` or None where declared); anything else — a subclass
+of a model, a value of another type, a float that is not finite (`json.dumps` refuses it) —
+sends that object to `json.dumps` of its dump. The field lists are checked against the models
+at import: a model whose fields change goes the `json.dumps` way until this module follows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+from fairness.audit._results import Estimate, MetricResult, ScopeResult
+
+_ENCODE_STR: Callable[[str], str] = json.encoder.encode_basestring
+"""The string encoder `json.dumps(..., ensure_ascii=False)` uses (the C one)."""
+
+_DUMPS = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"), check_circular=False).encode
+"""`json.dumps` with results.json's settings (one encoder per process)."""
+
+_ESTIMATE = ("value", "ci", "method", "n", "slice", "cells", "deff")
+_SCOPE = ("n", "by_slice", "pooled", "worst_slice", "max_minus_min", "p_value", "p_holm", "p_bh", "caveats", "cells")
+_METRIC = ("metric", "kind", "higher_is_worse", "description", "scopes")
+
+FAST = (tuple(Estimate.model_fields) == _ESTIMATE and tuple(ScopeResult.model_fields) == _SCOPE
+        and tuple(MetricResult.model_fields) == _METRIC)
+"""Whether the models still have the fields (and order) this module writes."""
+
+_ESTIMATE_FMT = '{"value":%s,"ci":%s,"method":%s,"n":%s,"slice":%s,"cells":%s,"deff":%s}'
+_SCOPE_FMT = ('{"n":%s,"by_slice":{%s},"pooled":%s,"worst_slice":%s,"max_minus_min":%s,"p_value":%s,"p_holm":%s,'
+              '"p_bh":%s,"caveats":%s,"cells":%s}')
+
+
+class _Other(Exception):
+    """A value of a type the short way does not write: the object goes the `json.dumps` way."""
+
+
+_REPR: dict[float, str] = {}
+"""`repr` of the nonzero finite floats met (a run's ~60,000 numbers hold ~2,000 distinct values).
+Two nonzero floats that compare equal are the same value; zeros are not kept (0.0 == -0.0)."""
+_REPR_MAX = 1 << 16
+
+
+def _float(x: Any) -> str:
+    """A `float | None` field's JSON."""
+    if x is None:
+        return "null"
+    if type(x) is not float:
+        raise _Other
+    if (r := _REPR.get(x)) is not None:
+        return r
+    if not math.isfinite(x):
+        raise _Other  # json.dumps(allow_nan=False) words the error
+    r = repr(x)
+    if x:
+        if len(_REPR) > _REPR_MAX:
+            _REPR.clear()
+        _REPR[x] = r
+    return r
+
+
+def _int(x: Any) -> str:
+    """An `int | None` field's JSON (a bool is not an int here: `json.dumps` writes `true`)."""
+    if x is None:
+        return "null"
+    if type(x) is not int:
+        raise _Other
+    return repr(x)
+
+
+def _str(x: Any) -> str:
+    """A `str | None` field's JSON."""
+    if x is None:
+        return "null"
+    if type(x) is not str:
+        raise _Other
+    return _ENCODE_STR(x)
+
+
+def _floats(xs: Any) -> str:
+    """A `list[float | None] | None` field's JSON."""
+    if xs is None:
+        return "null"
+    if type(xs) is not list:
+        raise _Other
+    return "[" + ",".join(map(_float, xs)) + "]"
+
+
+def _text(x: Any) -> str:
+    """A `str` field's JSON (None is not a `str`)."""
+    if type(x) is not str:
+        raise _Other
+    return _ENCODE_STR(x)
+
+
+def _count(x: Any) -> str:
+    """An `int` field's JSON."""
+    if type(x) is not int:
+        raise _Other
+    return repr(x)
+
+
+def _strs(xs: Any) -> str:
+    """A `list[str]` field's JSON."""
+    if type(xs) is not list:
+        raise _Other
+    return "[" + ",".join(map(_text, xs)) + "]"
+
+
+def _estimate(e: Any) -> str:
+    if type(e) is not Estimate:
+        raise _Other
+    d = e.__dict__
+    return _ESTIMATE_FMT % (_float(d["value"]), _floats(d["ci"]), _str(d["method"]), _int(d["n"]), _str(d["slice"]),
+                            _int(d["cells"]), _float(d["deff"]))
+
+
+def _scope(s: ScopeResult) -> str:
+    try:
+        if type(s) is not ScopeResult:
+            raise _Other
+        d = s.__dict__
+        by_slice = d["by_slice"]
+        if type(by_slice) is not dict:
+            raise _Other
+        slices = ",".join([_text(k) + ":" + _estimate(e) for k, e in by_slice.items()])
+        return _SCOPE_FMT % (
+            _count(d["n"]), slices, _estimate(d["pooled"]),
+            _estimate(d["worst_slice"]), _estimate(d["max_minus_min"]), _float(d["p_value"]), _float(d["p_holm"]),
+            _float(d["p_bh"]), _strs(d["caveats"]), _int(d["cells"]))
+    except _Other:
+        return _DUMPS(s.model_dump(mode="json"))
+
+
+def _bool(x: Any) -> str:
+    """A `bool | None` field's JSON."""
+    if x is None:
+        return "null"
+    if type(x) is not bool:
+        raise _Other
+    return "true" if x else "false"
+
+
+def _metric(m: MetricResult) -> str:
+    try:
+        if type(m) is not MetricResult:
+            raise _Other
+        d = m.__dict__
+        scopes = d["scopes"]
+        if type(scopes) is not dict:
+            raise _Other
+        head = (f'{{"metric":{_text(d["metric"])},"kind":{_text(d["kind"])},'
+                f'"higher_is_worse":{_bool(d["higher_is_worse"])},"description":{_text(d["description"])},"scopes":{{')
+        keys = [_text(k) for k in scopes]
+    except _Other:
+        return _DUMPS(m.model_dump(mode="json"))
+    return head + ",".join([k + ":" + _scope(s) for k, s in zip(keys, scopes.values(), strict=True)]) + "}}"
+
+
+def metrics_json(metrics: list[MetricResult]) -> str:
+    """`json.dumps` (results.json's settings) of `[m.model_dump(mode="json") for m in metrics]`."""
+    if not FAST:
+        return _DUMPS([m.model_dump(mode="json") for m in metrics])
+    return "[" + ",".join(map(_metric, metrics)) + "]"
