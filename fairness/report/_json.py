@@ -28,8 +28,9 @@ from fairness.audit._results import Estimate, MetricResult, ScopeResult
 _ENCODE_STR: Callable[[str], str] = json.encoder.encode_basestring
 """The string encoder `json.dumps(..., ensure_ascii=False)` uses (the C one)."""
 
-_DUMPS = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"), check_circular=False).encode
-"""`json.dumps` with results.json's settings (one encoder per process)."""
+compact_json = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"), check_circular=False).encode
+"""`json.dumps` with results.json's settings (one encoder per process; check_circular=False: a model
+dump is a tree, with no cycle to guard against, ~10% of encoding ~1 MB)."""
 
 _ESTIMATE = ("value", "ci", "method", "n", "slice", "cells", "deff")
 _SCOPE = ("n", "by_slice", "pooled", "worst_slice", "max_minus_min", "p_value", "p_holm", "p_bh", "caveats", "cells")
@@ -72,52 +73,44 @@ def _float(x: Any) -> str:
     return r
 
 
-def _int(x: Any) -> str:
-    """An `int | None` field's JSON (a bool is not an int here: `json.dumps` writes `true`)."""
-    if x is None:
+def _value(x: Any, kind: type, write: Callable[[Any], str], *, optional: bool = True) -> str:
+    """A field's JSON: `write(x)` for exactly a `kind` (a bool is not an int here: `json.dumps`
+    writes `true`), null for None where the field is `optional`."""
+    if x is None and optional:
         return "null"
-    if type(x) is not int:
+    if type(x) is not kind:
         raise _Other
-    return repr(x)
+    return write(x)
+
+
+def _int(x: Any) -> str:
+    return _value(x, int, repr)
+
+
+def _count(x: Any) -> str:
+    return _value(x, int, repr, optional=False)
 
 
 def _str(x: Any) -> str:
-    """A `str | None` field's JSON."""
-    if x is None:
-        return "null"
-    if type(x) is not str:
-        raise _Other
-    return _ENCODE_STR(x)
+    return _value(x, str, _ENCODE_STR)
+
+
+def _text(x: Any) -> str:
+    return _value(x, str, _ENCODE_STR, optional=False)
+
+
+def _bool(x: Any) -> str:
+    return _value(x, bool, lambda v: "true" if v else "false")
 
 
 def _floats(xs: Any) -> str:
     """A `list[float | None] | None` field's JSON."""
-    if xs is None:
-        return "null"
-    if type(xs) is not list:
-        raise _Other
-    return "[" + ",".join(map(_float, xs)) + "]"
-
-
-def _text(x: Any) -> str:
-    """A `str` field's JSON (None is not a `str`)."""
-    if type(x) is not str:
-        raise _Other
-    return _ENCODE_STR(x)
-
-
-def _count(x: Any) -> str:
-    """An `int` field's JSON."""
-    if type(x) is not int:
-        raise _Other
-    return repr(x)
+    return _value(xs, list, lambda v: "[" + ",".join(map(_float, v)) + "]")
 
 
 def _strs(xs: Any) -> str:
     """A `list[str]` field's JSON."""
-    if type(xs) is not list:
-        raise _Other
-    return "[" + ",".join(map(_text, xs)) + "]"
+    return _value(xs, list, lambda v: "[" + ",".join(map(_text, v)) + "]", optional=False)
 
 
 def _estimate(e: Any) -> str:
@@ -128,50 +121,38 @@ def _estimate(e: Any) -> str:
                             _int(d["cells"]), _float(d["deff"]))
 
 
+def _fields(obj: Any, cls: type, mapping: str) -> tuple[dict[str, Any], dict[Any, Any]]:
+    """The fields of `obj`, exactly a `cls`, and its field `mapping`, exactly a dict."""
+    if type(obj) is not cls or type(obj.__dict__[mapping]) is not dict:
+        raise _Other
+    return obj.__dict__, obj.__dict__[mapping]
+
+
 def _scope(s: ScopeResult) -> str:
     try:
-        if type(s) is not ScopeResult:
-            raise _Other
-        d = s.__dict__
-        by_slice = d["by_slice"]
-        if type(by_slice) is not dict:
-            raise _Other
+        d, by_slice = _fields(s, ScopeResult, "by_slice")
         slices = ",".join([_text(k) + ":" + _estimate(e) for k, e in by_slice.items()])
         return _SCOPE_FMT % (
             _count(d["n"]), slices, _estimate(d["pooled"]),
             _estimate(d["worst_slice"]), _estimate(d["max_minus_min"]), _float(d["p_value"]), _float(d["p_holm"]),
             _float(d["p_bh"]), _strs(d["caveats"]), _int(d["cells"]))
     except _Other:
-        return _DUMPS(s.model_dump(mode="json"))
-
-
-def _bool(x: Any) -> str:
-    """A `bool | None` field's JSON."""
-    if x is None:
-        return "null"
-    if type(x) is not bool:
-        raise _Other
-    return "true" if x else "false"
+        return compact_json(s.model_dump(mode="json"))
 
 
 def _metric(m: MetricResult) -> str:
     try:
-        if type(m) is not MetricResult:
-            raise _Other
-        d = m.__dict__
-        scopes = d["scopes"]
-        if type(scopes) is not dict:
-            raise _Other
+        d, scopes = _fields(m, MetricResult, "scopes")
         head = (f'{{"metric":{_text(d["metric"])},"kind":{_text(d["kind"])},'
                 f'"higher_is_worse":{_bool(d["higher_is_worse"])},"description":{_text(d["description"])},"scopes":{{')
         keys = [_text(k) for k in scopes]
     except _Other:
-        return _DUMPS(m.model_dump(mode="json"))
+        return compact_json(m.model_dump(mode="json"))
     return head + ",".join([k + ":" + _scope(s) for k, s in zip(keys, scopes.values(), strict=True)]) + "}}"
 
 
 def metrics_json(metrics: list[MetricResult]) -> str:
     """`json.dumps` (results.json's settings) of `[m.model_dump(mode="json") for m in metrics]`."""
     if not FAST:
-        return _DUMPS([m.model_dump(mode="json") for m in metrics])
+        return compact_json([m.model_dump(mode="json") for m in metrics])
     return "[" + ",".join(map(_metric, metrics)) + "]"
