@@ -14,6 +14,7 @@ from typing import Any
 from fairness._util.errors import FairnessError
 from fairness.monitor._engine import (
     HASH_HEX_DIGITS,
+    ORDER_ONLY,
     Aggregate,
     ScanJob,
     agg_schema,
@@ -178,7 +179,7 @@ class DuckDBEngine:
         if job.window.kind == "rows":
             base = f"SELECT *, row_number() OVER (ORDER BY _ts, _key) - 1 AS _rank FROM ({base})"
         if not job.examples:  # the hash and key only order the examples: unread, they are never computed
-            base = f"SELECT * EXCLUDE (_h, _key) FROM ({base})"
+            base = f"SELECT * EXCLUDE ({', '.join(ORDER_ONLY)}) FROM ({base})"
         reader = _arrow_reader(con.sql(base))
         best: list[tuple[int, str, str, str, str]] = []
 

@@ -27,6 +27,8 @@ Inputs an engine's SQL selects for `cells_of_batch`: `_text` (string), `_ts` (ti
 (string, when the mapping has a unit), `_rank` (int64, 0-based position of the record among the
 sampled records ordered by (`_ts`, `_key`) — row windows only), `_key` (string: the id as a
 string, or without an id the md5 hex of the text) and `_h` (int64: the sampling hash of `_key`).
+`_key` and `_h` order the examples and the row windows only (`ORDER_ONLY`): `cells_of_batch` never
+reads them, so an engine leaves them out of the records it scores unless its examples come from them.
 
 Reading values (both engines): a group, slice, unit or id field must hold strings, integers or booleans
 (`check_field_kinds`; a float is refused, its text depends on the engine); its string is the JSON
@@ -59,6 +61,8 @@ MISSING = "(missing)"
 """The slice part written for a null group value."""
 HASH_HEX_DIGITS = 15
 """The sampling hash: the first 15 hex digits of md5 (60 bits, fits a signed int64 in every engine)."""
+ORDER_ONLY = ("_h", "_key")
+"""The selected columns that only order the examples and the row windows (module docstring)."""
 
 
 def sample_hash(record_id: str) -> int:

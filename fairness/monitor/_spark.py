@@ -30,6 +30,7 @@ from fairness._util.errors import FairnessError
 from fairness.monitor._duckdb import read_error
 from fairness.monitor._engine import (
     HASH_HEX_DIGITS,
+    ORDER_ONLY,
     Aggregate,
     ScanJob,
     agg_schema,
@@ -290,13 +291,6 @@ def _timestamp(col: str, kind: str) -> str:
     return f"timestamp_micros(({_q(col)} - pmod({_q(col)}, 1000)) div 1000)"
 
 
-def scored_columns(columns: list[str]) -> list[str]:
-    """The columns `cells_of_batch` reads. mapInArrow hands its function every column of its input, and
-    Spark cannot tell which the function reads: the sampling hash (an md5 per record) and the key are
-    the examples' and the row windows' order only, so they are dropped before the records go to Python."""
-    return [c for c in columns if c not in ("_h", "_key")]
-
-
 def _cells_in_batches(job: ScanJob) -> Any:
     """The `mapInArrow` function: each batch's `cells_of_batch` rows summed per (window, slice, unit)."""
     names = agg_schema(job.rubric).names
@@ -348,7 +342,10 @@ def _aggregate(spark: Any, job: ScanJob) -> Aggregate:
             base = base.selectExpr("*", "CAST(row_number() OVER (ORDER BY _ts, _key) - 1 AS BIGINT) AS _rank")
         schema = agg_schema(job.rubric)
         ddl = ", ".join(f"`{f.name}` {'string' if f.name in ('window', 'slice', 'unit') else 'bigint'}" for f in schema)
-        cells = base.select(*scored_columns(base.columns)).mapInArrow(_cells_in_batches(job), ddl)
+        # mapInArrow hands its function every input column, which Spark cannot prune: the hash (an md5 per
+        # record) and the key go only to the examples (`_examples` reads `base`)
+        scored = base.select(*[c for c in base.columns if c not in ORDER_ONLY])
+        cells = scored.mapInArrow(_cells_in_batches(job), ddl)
         keys = schema.names[:3]
         summed = cells.groupBy(*keys).agg(*[F.sum(c).cast("bigint").alias(c) for c in schema.names[3:]])
         table = _collect_arrow(summed)

@@ -39,16 +39,13 @@ def _ci(ci: list[float | None] | None) -> str:
 
 def results_json(run: FairnessRun) -> str:
     """`json.dumps(run.model_dump(mode="json"), ensure_ascii=False, allow_nan=False, separators=(",", ":"))`
-    and a newline. The metrics (~97% of it) are written from the models by `metrics_json`, the
-    same text without the dump; the rest is dumped and encoded as before, and the metrics go in
-    at their place in the field order."""
+    and a newline: each top-level field encoded as it is there, the metrics (~97% of the file) by
+    `metrics_json`, the same text without the dump."""
     data = run.model_dump(mode="json", exclude={"metrics"})
-    names = list(type(run).model_fields)
-    before = set(names[: names.index("metrics")])
-    head = compact_json({k: v for k, v in data.items() if k in before})
-    tail = compact_json({k: v for k, v in data.items() if k not in before})
-    return (head[:-1] + ("," if len(head) > 2 else "") + '"metrics":' + metrics_json(run.metrics)
-            + ("," + tail[1:] if len(tail) > 2 else "}") + "\n")
+    keys = list(data)
+    keys.insert(list(type(run).model_fields).index("metrics"), "metrics")
+    fields = [compact_json(k) + ":" + (metrics_json(run.metrics) if k == "metrics" else compact_json(data[k])) for k in keys]
+    return "{" + ",".join(fields) + "}\n"
 
 
 _HEAD_WORDS = {

@@ -100,7 +100,7 @@ class _Corpus:
         self.n = len(texts)
         # an output holds NUL itself: blank it (asked of each output: one with a character beyond
         # Latin-1 widens the joined text, and counting NULs in it cost ~5x the outputs' own searches)
-        if any(map(str.__contains__, texts, itertools.repeat("\x00"))):
+        if any("\x00" in t for t in texts):
             texts = [t.replace("\x00", " ") for t in texts]
         self.texts = texts
         self.text = "\x00".join(texts)
