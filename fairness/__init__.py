@@ -2,41 +2,39 @@
 
 suite → generate | replay → score → metrics → stats → gate → report, one sub-package per
 stage (see docs/architecture.md). The names below are the supported API; everything under a
-leading underscore may move. Stages that need numpy load on first use, so `import fairness`
-stays cheap; the `TYPE_CHECKING` block shows type checkers the real imports. `fairness.audit`
+leading underscore may move. Every name loads its stage on first use, so `import fairness`
+loads nothing but the version (no pydantic, no numpy); the `TYPE_CHECKING` block shows type checkers the real imports. `fairness.audit`
 and `fairness.generate` are the stage packages; their functions are `fairness.audit.audit` and
 `fairness.generate.generate` (the main jobs are `run_audit` and `run_generate`).
 """
 
 from __future__ import annotations
 
-import gc
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-# These imports build pydantic model classes: ~10⁵ long-lived objects and few cycles, over which the
-# default collector thresholds run ~50 young collections (~10 ms) that free nothing. The thresholds
-# are raised for these imports only, and the caller's restored after.
-_thresholds = gc.get_threshold()
-gc.set_threshold(50_000, 20, 100)
-try:
-    from fairness._util.errors import FairnessError
-    from fairness._version import __version__
-    from fairness.recordings._record import Recording
-    from fairness.suite import Case, DecisionRule, SamplingParams, Suite, load_suite, parse_suite
-finally:
-    gc.set_threshold(*_thresholds)
-    del _thresholds
+from fairness._version import __version__
 
 if TYPE_CHECKING:
+    from fairness._util.errors import FairnessError
     from fairness.audit import AuditOptions, FairnessRun, check_state, diff_runs, exit_code
     from fairness.generate import EngineOptions, run_generate
     from fairness.monitor import MonitorOptions, MonitorRun, monitor_logs
     from fairness.pipeline import RunOptions, RunOutputs, run_audit
     from fairness.recordings import Manifest, ModelInfo, RecordingSet, ReplayProvider, content_key, merge_recordings
+    from fairness.recordings._record import Recording
     from fairness.score import ScoreTable, score_texts
+    from fairness.suite import Case, DecisionRule, SamplingParams, Suite, load_suite, parse_suite
 
 _LAZY = {
+    "FairnessError": "fairness._util.errors",
+    "Recording": "fairness.recordings._record",
+    "Case": "fairness.suite",
+    "DecisionRule": "fairness.suite",
+    "SamplingParams": "fairness.suite",
+    "Suite": "fairness.suite",
+    "load_suite": "fairness.suite",
+    "parse_suite": "fairness.suite",
     "AuditOptions": "fairness.audit",
     "FairnessRun": "fairness.audit",
     "check_state": "fairness.audit",

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from conftest import write_recording_set
+from conftest import DEFAULT_RECORDINGS, write_recording_set
 
 HEAVY = ["torch", "transformers", "openai", "anthropic", "xllamacpp", "gguf", "accelerate", "pandas", "mlflow", "fastapi",
          "starlette", "uvicorn", "duckdb", "pyarrow", "pyspark"]
@@ -86,3 +86,39 @@ def test_cli_and_action_run_one_blas_thread_unless_the_user_says_otherwise():
     assert _blas_setting("fairness.cli", {}) == ["1"]
     assert _blas_setting("fairness.action", {}) == ["1"]
     assert _blas_setting("fairness.cli", {"OPENBLAS_NUM_THREADS": "4"}) == ["4"]
+
+
+def test_import_fairness_loads_its_version_and_nothing_else():
+    """`import fairness` is free: every public name loads its stage on first use."""
+    code = ("import json, sys\nimport fairness\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('fairness', 'pydantic', 'numpy', 'yaml'))))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(proc.stdout) == ["fairness", "fairness._version"]
+    code = "import fairness\nprint(fairness.Suite.__module__, fairness.FairnessError.__module__, fairness.Recording.__module__)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.split() == ["fairness.suite._suite", "fairness._util.errors", "fairness.recordings._record"]
+
+
+def test_a_default_replay_in_a_cli_process_walks_none_of_its_objects_with_the_collector(tmp_path):
+    """A run's objects (its imports' classes and validators, its records, scores and results) live
+    until it ends and hold few cycles; the young collections the interpreter's thresholds make
+    over them free nothing. The CLI and the Action raise the young threshold to 200,000, under
+    which the default replay makes no collection; a user's own higher threshold, or 0, is kept."""
+    code = f"""
+import gc, json, sys
+import fairness.cli
+seen = []
+gc.callbacks.append(lambda phase, info: seen.append(info["generation"]) if phase == "start" else None)
+rc = fairness.cli.main(["run", "--recordings", {str(DEFAULT_RECORDINGS)!r}, "--out", {str(tmp_path / 'out')!r}, "--quiet"])
+print(json.dumps({{"rc": rc, "collections": len(seen), "thresholds": gc.get_threshold()}}))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"rc": 3, "collections": 0, "thresholds": [200_000, 20, 100]}
+    for entry in ("fairness.cli", "fairness.action"):
+        for mine in ((500_000, 10, 10), (0, 10, 10)):
+            code = f"import gc\ngc.set_threshold(*{mine!r})\nimport {entry}\nprint(list(gc.get_threshold()))"
+            proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+            assert json.loads(proc.stdout) == list(mine)
+        code = f"import gc\nimport {entry}\nprint(list(gc.get_threshold()))"
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        assert json.loads(proc.stdout) == [200_000, 20, 100]

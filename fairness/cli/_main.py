@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import gc
 import importlib
 import io
 import json
@@ -491,19 +490,12 @@ COMMANDS = {
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script. Under GitHub Actions (GITHUB_ACTIONS=true) everything printed is
     made inert: text from suites, recordings and model outputs can never issue a workflow command."""
-    # A run allocates many long-lived objects (pydantic model classes, score arrays) and few cycles:
-    # the default collector thresholds spend ~5% of its CPU in full collections that free nothing.
-    thresholds = gc.get_threshold()
-    gc.set_threshold(50_000, 20, 100)
-    try:
-        if os.environ.get("GITHUB_ACTIONS") == "true":
-            from fairness.action._commands import inert_streams
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        from fairness.action._commands import inert_streams
 
-            with inert_streams():
-                return _main(argv)
-        return _main(argv)
-    finally:
-        gc.set_threshold(*thresholds)
+        with inert_streams():
+            return _main(argv)
+    return _main(argv)
 
 
 def console() -> NoReturn:
