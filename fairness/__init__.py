@@ -3,9 +3,10 @@
 suite → generate | replay → score → metrics → stats → gate → report, one sub-package per
 stage (see docs/architecture.md). The names below are the supported API; everything under a
 leading underscore may move. Every name loads its stage on first use, so `import fairness`
-loads nothing but the version (no pydantic, no numpy); the `TYPE_CHECKING` block shows type checkers the real imports. `fairness.audit`
-and `fairness.generate` are the stage packages; their functions are `fairness.audit.audit` and
-`fairness.generate.generate` (the main jobs are `run_audit` and `run_generate`).
+loads nothing but the version (no pydantic, no numpy); the `TYPE_CHECKING` block shows type
+checkers the real imports. `fairness.audit` and `fairness.generate` are the stage packages; their
+functions are `fairness.audit.audit` and `fairness.generate.generate` (the main jobs are
+`run_audit` and `run_generate`).
 """
 
 from __future__ import annotations

@@ -10,10 +10,9 @@ same with and without the variable).
 The run's objects live until it ends: the classes, validators and schemas its imports build,
 then its records, scores and results (~73,000 container objects in a default `run`, ~79,000
 with every evaluator), holding few cycles. Each young collection walks every container made
-since the last one, so under the interpreter's thresholds (one per 700 net allocations), or
-the 50,000 the CLI used to set while it ran, they are walked for nothing: measured with
-`gc.callbacks`, 20–45 ms of CPU in a default run (two collections of ~35,000 and ~43,000
-objects, ~650 freed), 3–5% of it. In a process the package owns the young threshold is
+since the last one, so under lower thresholds they are walked for nothing: measured with
+`gc.callbacks` at a young threshold of 50,000, 20–45 ms of CPU in a default run (two
+collections of ~35,000 and ~43,000 objects, ~650 freed), 3–5% of it. In a process the package owns the young threshold is
 200,000: a default run makes no collection, and a long one (the monitor, live generation,
 `serve`) still collects every 200,000 net container allocations, which bounds what cyclic
 garbage can hold. A young threshold already higher, or 0 (no automatic collection), is kept.

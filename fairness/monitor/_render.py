@@ -6,14 +6,13 @@ lists the same caveats; none holds log text unless `--examples` put some into th
 
 from __future__ import annotations
 
-import json
-
+from fairness._util.canonical import compact_json
 from fairness.monitor._results import MonitorRun
 from fairness.report._render import _ci, _fmt, cap_summary, checks_counted, gate_line, head_words, regression_words
 
 
 def monitor_json(run: MonitorRun) -> str:
-    return json.dumps(run.model_dump(mode="json"), ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+    return compact_json(run.model_dump(mode="json")) + "\n"
 
 
 def against(run: MonitorRun) -> str:

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple, TextIO
 import numpy as np
 import pydantic_core
 
-from fairness._util.canonical import sha256_file
+from fairness._util.canonical import encode_str, sha256_file
 from fairness._util.errors import FairnessError
 from fairness._util.files import check_output_dir, check_output_file, staged_outputs, write_atomic, write_error
 from fairness.audit._audit import AuditOptions, FairnessRun, audit, audit_cells
@@ -55,9 +55,6 @@ _TRANSCRIPT = json.JSONEncoder(ensure_ascii=False)
 """What `json.dumps(row, ensure_ascii=False)` builds per call; one per process."""
 
 
-_encode_str = json.encoder.encode_basestring  # what `_TRANSCRIPT` writes for a str (ensure_ascii=False)
-
-
 def _score_column(column: np.ndarray) -> tuple[str, list]:
     """A `%` conversion and the values that make a score column's JSON as `_TRANSCRIPT` writes it."""
     if column.dtype.kind in "iu":
@@ -67,7 +64,7 @@ def _score_column(column: np.ndarray) -> tuple[str, list]:
     return "%s", [_TRANSCRIPT.encode(v) for v in column.tolist()]  # floats: repr, NaN, Infinity
 
 
-_FINISH = {r: _encode_str(r) for r in ("stop", "length")}
+_FINISH = {r: encode_str(r) for r in ("stop", "length")}
 """The JSON of each finish reason a record can hold."""
 
 
@@ -81,11 +78,11 @@ def transcript_lines(runs: Iterable[SeedRun], outputs: Sequence[str], finish_rea
     seed, prompt, output, finish_reason, scores}` (`json.dumps(..., ensure_ascii=False)`), made by
     one `%` format per row: the part a run's rows share (coordinates and prompt) is encoded
     into the format once per run, and the scores fill it as numbers."""
-    enc = _encode_str
+    enc = encode_str
     convs, columns = zip(*map(_score_column, scores.columns.values()), strict=True) if scores.columns else ((), ())
     score_fmt = "{" + ", ".join(f"{enc(k).replace('%', '%%')}: {c}" for k, c in zip(scores.columns, convs, strict=True)) + "}}\n"
     lines: list[str] = []
-    reasons = [_FINISH.get(r) or _encode_str(r) for r in finish_reasons]
+    reasons = [_FINISH.get(r) or encode_str(r) for r in finish_reasons]
     # one iterator per column, shared by the runs: each run's rows take the next values of each
     bodies, reason_json, values = iter(json_string_bodies(outputs)), iter(reasons), [iter(c) for c in columns]
     for run in runs:
@@ -117,7 +114,7 @@ def json_string_bodies(texts: Sequence[str]) -> list[str]:
     except pydantic_core.PydanticSerializationError:
         parts = []
     if len(parts) != len(texts):
-        return [_encode_str(t)[1:-1] for t in texts]
+        return [encode_str(t)[1:-1] for t in texts]
     return [p.decode("utf-8") for p in parts]
 
 

@@ -5,8 +5,7 @@ The metrics are ~97% of results.json (14 metrics × ~75 scopes × ~7 estimates, 
 every key each time; together ~0.2 G instructions, the largest single step after the audit.
 Here each `Estimate` is one `%` format of its fields (the keys are in the format), each float's
 `repr` (what `json.dumps` writes for a finite float) is made once per distinct value, and
-strings go through `json.dumps`'s own encoder (`encode_basestring`, as `ensure_ascii=False`
-uses).
+strings go through `json.dumps`'s own encoder (`encode_str`, as `ensure_ascii=False` uses).
 
 The text is `json.dumps(model.model_dump(mode="json"), ensure_ascii=False, allow_nan=False,
 separators=(",", ":"))` byte for byte. Only the field types the models declare take the short
@@ -18,19 +17,12 @@ at import: a model whose fields change goes the `json.dumps` way until this modu
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from typing import Any
 
+from fairness._util.canonical import compact_json, encode_str
 from fairness.audit._results import Estimate, MetricResult, ScopeResult
-
-_ENCODE_STR: Callable[[str], str] = json.encoder.encode_basestring
-"""The string encoder `json.dumps(..., ensure_ascii=False)` uses (the C one)."""
-
-compact_json = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"), check_circular=False).encode
-"""`json.dumps` with results.json's settings (one encoder per process; check_circular=False: a model
-dump is a tree, with no cycle to guard against, ~10% of encoding ~1 MB)."""
 
 _ESTIMATE = ("value", "ci", "method", "n", "slice", "cells", "deff")
 _SCOPE = ("n", "by_slice", "pooled", "worst_slice", "max_minus_min", "p_value", "p_holm", "p_bh", "caveats", "cells")
@@ -92,11 +84,11 @@ def _count(x: Any) -> str:
 
 
 def _str(x: Any) -> str:
-    return _value(x, str, _ENCODE_STR)
+    return _value(x, str, encode_str)
 
 
 def _text(x: Any) -> str:
-    return _value(x, str, _ENCODE_STR, optional=False)
+    return _value(x, str, encode_str, optional=False)
 
 
 def _bool(x: Any) -> str:

@@ -11,11 +11,12 @@ from typing import Any
 
 import yaml
 
+from fairness._util.canonical import compact_json
 from fairness.audit._audit import FairnessRun, MetricResult
 from fairness.audit._gate import Gate
 from fairness.audit._results import AgreementResult, MetricDefinition, RegressionCheck, RuleCheck
 from fairness.report._charts import deciding_metric, mermaid_charts
-from fairness.report._json import compact_json, metrics_json
+from fairness.report._json import metrics_json
 from fairness.suite._rules import DecisionRule
 from fairness.suite._suite import Suite
 
