@@ -88,6 +88,33 @@ def test_cli_and_action_run_one_blas_thread_unless_the_user_says_otherwise():
     assert _blas_setting("fairness.cli", {"OPENBLAS_NUM_THREADS": "4"}) == ["4"]
 
 
+def test_cli_and_action_load_no_pydantic_plugins_unless_the_user_says_otherwise(tmp_path):
+    """pydantic's plugin search reads every installed distribution's metadata at the first model;
+    the package's own records need no plugin. The CLI and the Action disable the search before
+    any model is built; a user's PYDANTIC_DISABLE_PLUGINS (an empty one loads every plugin) wins."""
+    (tmp_path / "probe_plugin.py").write_text(
+        "import os\nos.environ['PROBE_PLUGIN'] = 'loaded'\n\n"
+        "class Plugin:\n    def new_schema_validator(self, *args, **kwargs):\n        return None, None, None\n\n"
+        "plugin = Plugin()\n")
+    dist = tmp_path / "probe_plugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: probe-plugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[pydantic]\nprobe = probe_plugin:plugin\n")
+
+    def seen(entry: str, env: dict[str, str]) -> list:
+        code = (f"import json, os\nimport {entry}\nimport fairness.suite\n"
+                "print(json.dumps([os.environ.get('PYDANTIC_DISABLE_PLUGINS'), os.environ.get('PROBE_PLUGIN')]))")
+        clean = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+        path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env={**clean, **env, "PYTHONPATH": path})
+        return json.loads(proc.stdout)
+
+    assert seen("fairness.cli", {}) == ["__all__", None]
+    assert seen("fairness.action", {}) == ["__all__", None]
+    assert seen("fairness.cli", {"PYDANTIC_DISABLE_PLUGINS": ""}) == ["", "loaded"]
+
+
 def test_import_fairness_loads_its_version_and_nothing_else():
     """`import fairness` is free: every public name loads its stage on first use."""
     code = ("import json, sys\nimport fairness\n"

@@ -2,7 +2,7 @@
 
 from fairness._util.process import set_process_defaults
 
-set_process_defaults()  # before anything imports numpy
+set_process_defaults()  # before anything imports numpy or builds a pydantic model
 
 from fairness.action._main import main  # noqa: E402
 
