@@ -6,11 +6,25 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 from conftest import DEFAULT_RECORDINGS, write_recording_set
 
 HEAVY = ["torch", "transformers", "openai", "anthropic", "xllamacpp", "gguf", "accelerate", "pandas", "mlflow", "fastapi",
          "starlette", "uvicorn", "duckdb", "pyarrow", "pyspark"]
+
+
+def _fresh(code: str, env: dict[str, str | None] | None = None) -> Any:
+    """The last line `code` prints, as JSON, from a fresh interpreter; `env` sets (or, with None,
+    unsets) variables of this process's environment for it."""
+    full = dict(os.environ)
+    for k, v in (env or {}).items():
+        if v is None:
+            full.pop(k, None)
+        else:
+            full[k] = v
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=full)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_run_imports_no_heavy_library(tmp_path, default_suite):
@@ -22,8 +36,7 @@ rc = main(["run", "--recordings", {str(rec)!r}, "--out", {str(tmp_path / 'out')!
            "--bootstrap", "100", "--permutations", "0"])
 print(json.dumps({{"rc": rc, "loaded": [m for m in {HEAVY!r} if m in sys.modules]}}))
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = _fresh(code)
     assert result == {"rc": 0, "loaded": []}
 
 
@@ -45,11 +58,9 @@ from fairness._util import special as ours
 same = [getattr(ours, n) is getattr(special, n) for n in ("betainc", "betaincinv", "gammainc", "gammaincinv", "gammaln")]
 print(json.dumps({{"rc": rc, "loaded": loaded, "same": same, "after": float(special.betaincinv(2.0, 3.0, 0.5))}}))
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = _fresh(code)
     assert result["rc"] == 0 and result["loaded"] == [] and result["same"] == [True] * 5
     assert abs(result["after"] - 0.385727568) < 1e-8
-
 
 
 def test_run_loads_no_other_commands_module(tmp_path, default_suite):
@@ -65,24 +76,20 @@ rc = main(["run", "--recordings", {str(rec)!r}, "--out", {str(tmp_path / 'out')!
            "--bootstrap", "100", "--permutations", "0"])
 print(json.dumps({{"rc": rc, "loaded": [m for m in {others!r} if m in sys.modules], "run": "fairness.cli._audit" in sys.modules}}))
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = _fresh(code)
     assert result == {"rc": 0, "loaded": [], "run": True}
 
 
 def _blas_setting(entry: str, env: dict[str, str]) -> list:
-    """(numpy loaded before the entry point?, OPENBLAS_NUM_THREADS seen after it) in a fresh process."""
+    """OPENBLAS_NUM_THREADS as a fresh process sees it after importing `entry`."""
     code = f"import json, os, sys\nimport {entry}\nprint(json.dumps([os.environ.get('OPENBLAS_NUM_THREADS')]))"
-    clean = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**clean, **env})
-    return json.loads(proc.stdout)
+    return _fresh(code, {"OPENBLAS_NUM_THREADS": None, **env})
 
 
 def test_cli_and_action_run_one_blas_thread_unless_the_user_says_otherwise():
     """The audit's matrices are tiny: OpenBLAS worker threads only burn CPU. The CLI and the Action
     set one thread before numpy loads (importing them must not load numpy first); a user's value wins."""
-    code = "import sys\nimport fairness.cli\nprint('numpy' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    assert _fresh("import json, sys\nimport fairness.cli\nprint(json.dumps('numpy' in sys.modules))") is False
     assert _blas_setting("fairness.cli", {}) == ["1"]
     assert _blas_setting("fairness.action", {}) == ["1"]
     assert _blas_setting("fairness.cli", {"OPENBLAS_NUM_THREADS": "4"}) == ["4"]
@@ -104,11 +111,8 @@ def test_cli_and_action_load_no_pydantic_plugins_unless_the_user_says_otherwise(
     def seen(entry: str, env: dict[str, str]) -> list:
         code = (f"import json, os\nimport {entry}\nimport fairness.suite\n"
                 "print(json.dumps([os.environ.get('PYDANTIC_DISABLE_PLUGINS'), os.environ.get('PROBE_PLUGIN')]))")
-        clean = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
         path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                              env={**clean, **env, "PYTHONPATH": path})
-        return json.loads(proc.stdout)
+        return _fresh(code, {"PYDANTIC_DISABLE_PLUGINS": None, **env, "PYTHONPATH": path})
 
     assert seen("fairness.cli", {}) == ["__all__", None]
     assert seen("fairness.action", {}) == ["__all__", None]
@@ -119,11 +123,10 @@ def test_import_fairness_loads_its_version_and_nothing_else():
     """`import fairness` is free: every public name loads its stage on first use."""
     code = ("import json, sys\nimport fairness\n"
             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('fairness', 'pydantic', 'numpy', 'yaml'))))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert json.loads(proc.stdout) == ["fairness", "fairness._version"]
-    code = "import fairness\nprint(fairness.Suite.__module__, fairness.FairnessError.__module__, fairness.Recording.__module__)"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert proc.stdout.split() == ["fairness.suite._suite", "fairness._util.errors", "fairness.recordings._record"]
+    assert _fresh(code) == ["fairness", "fairness._version"]
+    code = ("import fairness, json\n"
+            "print(json.dumps([fairness.Suite.__module__, fairness.FairnessError.__module__, fairness.Recording.__module__]))")
+    assert _fresh(code) == ["fairness.suite._suite", "fairness._util.errors", "fairness.recordings._record"]
 
 
 def test_a_default_replay_in_a_cli_process_walks_none_of_its_objects_with_the_collector(tmp_path):
@@ -139,13 +142,8 @@ gc.callbacks.append(lambda phase, info: seen.append(info["generation"]) if phase
 rc = fairness.cli.main(["run", "--recordings", {str(DEFAULT_RECORDINGS)!r}, "--out", {str(tmp_path / 'out')!r}, "--quiet"])
 print(json.dumps({{"rc": rc, "collections": len(seen), "thresholds": gc.get_threshold()}}))
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"rc": 3, "collections": 0, "thresholds": [200_000, 20, 100]}
+    assert _fresh(code) == {"rc": 3, "collections": 0, "thresholds": [200_000, 20, 100]}
     for entry in ("fairness.cli", "fairness.action"):
         for mine in ((500_000, 10, 10), (0, 10, 10)):
-            code = f"import gc\ngc.set_threshold(*{mine!r})\nimport {entry}\nprint(list(gc.get_threshold()))"
-            proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-            assert json.loads(proc.stdout) == list(mine)
-        code = f"import gc\nimport {entry}\nprint(list(gc.get_threshold()))"
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-        assert json.loads(proc.stdout) == [200_000, 20, 100]
+            assert _fresh(f"import gc\ngc.set_threshold(*{mine!r})\nimport {entry}\nprint(list(gc.get_threshold()))") == list(mine)
+        assert _fresh(f"import gc\nimport {entry}\nprint(list(gc.get_threshold()))") == [200_000, 20, 100]

@@ -12,16 +12,19 @@ then its records, scores and results (~73,000 container objects in a default `ru
 with every evaluator), holding few cycles. Each young collection walks every container made
 since the last one, so under lower thresholds they are walked for nothing: measured with
 `gc.callbacks` at a young threshold of 50,000, 20–45 ms of CPU in a default run (two
-collections of ~35,000 and ~43,000 objects, ~650 freed), 3–5% of it. In a process the package owns the young threshold is
-200,000: a default run makes no collection, and a long one (the monitor, live generation,
-`serve`) still collects every 200,000 net container allocations, which bounds what cyclic
-garbage can hold. A young threshold already higher, or 0 (no automatic collection), is kept.
+collections of ~35,000 and ~43,000 objects, ~650 freed), 3–5% of it. In a process the package
+owns the young threshold is 200,000: a default run makes no collection, and a long one (the
+monitor, live generation, `serve`) still collects every 200,000 net container allocations,
+which bounds what cyclic garbage can hold. A young threshold already higher, or 0 (no
+automatic collection), is kept.
 
 pydantic looks for plugins when it builds its first model: the entry points of the `pydantic`
 group, read from the metadata of every installed distribution (~17 ms of CPU with the 143
 distributions of an environment with every extra, a few ms in the replay install). The
 package's models are its own records, which no plugin is meant to observe, so a process it owns
 loads none unless the user sets `PYDANTIC_DISABLE_PLUGINS` (an empty value loads them all).
+Both variables are set in the environment, so the processes it starts (git, a vLLM server)
+inherit them.
 
 At exit the interpreter runs the cyclic garbage collector over every object still alive: the
 imported modules, pydantic's validators, the run's results. That walk is about 2% of a default
