@@ -11,11 +11,21 @@
    were most of a default run's CPU, `scipy.special`'s the largest (`fairness._util.special`).
 
 CPU is user + system time of the `run` process (`getrusage(RUSAGE_CHILDREN)` of a wrapper), so
-import time counts, as a user pays it. Medians of `--repeat` pairs; ratios are per pair.
+import time counts, as a user pays it. Each pair runs A and B back to back, in alternating order
+(A first in odd pairs, B first in even ones), so a drift in the machine's state does not favour either.
+
+Estimand of a ratio row: the median, over such pairs, of B's CPU ÷ A's CPU. It is printed with a
+distribution-free 95% interval (order statistics of the pair ratios; `median_ci`), and the verdict
+says how sure it is: `met` when the whole interval is at or under the target, `MISSED` when it is
+all over it, `unsettled` when it straddles the target (more pairs may settle it). The interval
+covers the sampling noise of independent pairs; it does not cover a change of machine state
+between runs of the benchmark (on a busy machine the baseline's spinning OpenBLAS threads cost it
+relatively more CPU, which lowers the ratio), so runs taken at different times can disagree by more
+than it: compare runs taken on an idle machine.
 
 Run by hand:  python benchmarks/bench_cpu_targets.py --baseline ../base [--startup-baseline ../base00e2]
               [--repeat 7] [--big]
-              python benchmarks/bench_cpu_targets.py --startup-baseline ../base00e2 --startup-only --repeat 9
+              python benchmarks/bench_cpu_targets.py --startup-baseline ../base00e2 --startup-only --repeat 61
 Compile both trees' bytecode first (`python -m compileall -q fairness`), or the first runs pay for it.
 """
 
@@ -23,11 +33,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,18 +63,53 @@ def run_cpu(tree: Path, args: list[str]) -> dict:
     return data
 
 
-def paired(a: tuple[Path, list[str]], b: tuple[Path, list[str]], repeat: int) -> tuple[float, float, list[float]]:
-    """Median CPU of a and of b, and the per-pair ratios b ÷ a, alternating a, b, a, b …"""
+def paired(a: tuple[Path, list[str]], b: tuple[Path, list[str]], repeat: int,
+           cpu: Callable[[Path, list[str]], float] | None = None) -> tuple[float, float, list[float]]:
+    """Median CPU of a and of b, and the per-pair ratios b ÷ a; a pair runs a then b, the next b then a."""
+    measure = cpu or (lambda tree, args: run_cpu(tree, args)["cpu"])
     ca, cb = [], []
-    for _ in range(repeat):
-        ca.append(run_cpu(*a)["cpu"])
-        cb.append(run_cpu(*b)["cpu"])
+    for i in range(repeat):
+        if i % 2:
+            cb.append(measure(*b))
+            ca.append(measure(*a))
+        else:
+            ca.append(measure(*a))
+            cb.append(measure(*b))
     return statistics.median(ca), statistics.median(cb), [y / x for x, y in zip(ca, cb, strict=True)]
 
 
-def row(name: str, a: float, b: float, ratios: list[float], target: str, ok: bool) -> str:
-    spread = f"{min(ratios):.2f}–{max(ratios):.2f}" if len(ratios) > 1 else ""
-    return f"| {name} | {a:.2f} | {b:.2f} | {statistics.median(ratios):.2f} ({spread}) | {target} | {'met' if ok else 'MISSED'} |"
+def median_ci(values: list[float], level: float = 0.95) -> tuple[float, float] | None:
+    """Distribution-free interval for the median of the distribution `values` are drawn from:
+    [x₍ₖ₎, x₍ₙ₊₁₋ₖ₎] of the sorted values, with the largest k such that P(Binomial(n, ½) < k) ≤
+    (1 − level)/2, so it covers the median with probability ≥ level for independent draws of a
+    continuous variable (no normality assumed). None when n is too small for any (n < 6 at 95%)."""
+    n, tail = len(values), (1 - level) / 2
+    below, k = 0.0, 0
+    while k < n and below + math.comb(n, k) / 2**n <= tail:
+        below += math.comb(n, k) / 2**n
+        k += 1
+    if k == 0:
+        return None
+    xs = sorted(values)
+    return xs[k - 1], xs[n - k]
+
+
+def verdict(ratios: list[float], target: float) -> str:
+    """`met`, `MISSED` or `unsettled` (the 95% interval of the median ratio straddles `target`); with
+    too few pairs for an interval, the median alone decides and the verdict says so."""
+    ci = median_ci(ratios)
+    if ci is None:
+        return ("met" if statistics.median(ratios) <= target else "MISSED") + " (median only: too few pairs for an interval)"
+    lo, hi = ci
+    return "met" if hi <= target else "MISSED" if lo > target else "unsettled"
+
+
+def row(name: str, a: float, b: float, ratios: list[float], target: float) -> str:
+    ci = median_ci(ratios)
+    interval = f" [{ci[0]:.2f}–{ci[1]:.2f}]" if ci is not None else ""
+    spread = f" ({min(ratios):.2f}–{max(ratios):.2f})" if len(ratios) > 1 else ""
+    return (f"| {name} | {a:.2f} | {b:.2f} | {statistics.median(ratios):.2f}{interval}{spread} | ≤ {target:.2f} | "
+            f"{verdict(ratios, target)} |")
 
 
 def main() -> None:
@@ -77,18 +124,18 @@ def main() -> None:
         ap.error("--startup-only needs --startup-baseline")
     if not args.startup_only and args.baseline is None:
         ap.error("--baseline is required (or --startup-only with --startup-baseline)")
-    rows = ["| measure | A: CPU (s) | B: CPU (s) | B ÷ A (median, range) | target | |", "|---|---:|---:|---:|---:|---|"]
+    rows = ["| measure | A: CPU (s) | B: CPU (s) | B ÷ A: median [95% CI] (range) | target | |", "|---|---:|---:|---:|---:|---|"]
 
     if args.startup_baseline is not None:
         a, b, r = paired((args.startup_baseline, ["--recordings", REC]), (ROOT, ["--recordings", REC]), args.repeat)
-        rows.append(row("default run: A 00e2f3f, B this tree", a, b, r, "≤ 0.65", statistics.median(r) <= 0.65))
+        rows.append(row("default run: A 00e2f3f, B this tree", a, b, r, 0.65))
         if args.startup_only:
             print("\n".join(rows))
             return
     a, b, r = paired((args.baseline, ["--recordings", REC]), (ROOT, ["--recordings", REC]), args.repeat)
-    rows.append(row("default run: A baseline, B this tree", a, b, r, "≤ 0.50", statistics.median(r) <= 0.5))
+    rows.append(row("default run: A baseline, B this tree", a, b, r, 0.50))
     a, b, r = paired((ROOT, ["--recordings", REC]), (ROOT, ["--recordings", REC, "--evaluators", "all"]), args.repeat)
-    rows.append(row("A default run, B `--evaluators all`", a, b, r, "≤ 2.00", statistics.median(r) <= 2.0))
+    rows.append(row("A default run, B `--evaluators all`", a, b, r, 2.00))
 
     with tempfile.TemporaryDirectory() as tmp:
         where = Path(tmp)
@@ -103,8 +150,7 @@ def main() -> None:
             cl.append(m["cpu"])
             rss.append(m["maxrss_kib"] / 1024)
         ratios = [y / x for x, y in zip(cs, cl, strict=True)]
-        rows.append(row("A 3,200 rows, B 320,000 rows", statistics.median(cs), statistics.median(cl), ratios, "≤ 12",
-                        statistics.median(ratios) <= 12))
+        rows.append(row("A 3,200 rows, B 320,000 rows", statistics.median(cs), statistics.median(cl), ratios, 12.0))
         rows.append(f"| peak RSS at 320,000 rows | | {max(rss):.0f} MiB | | ≤ 400 MiB | {'met' if max(rss) <= 400 else 'MISSED'} |")
         if args.big:
             for p in large[1].iterdir():
